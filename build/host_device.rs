@@ -1,0 +1,24 @@
+//! Compiles the device library's sources for x86-64 and links them into the
+//! crate, so tests, benchmarks and the emulated provider call exactly the code
+//! a kernel runs. device/include/rust_gin/port/port.h maps the GPU builtins
+//! (qualifiers, atomics, fences, doorbell and doorbell-record stores, clock)
+//! to host equivalents.
+
+use crate::util::manifest_dir;
+
+pub fn build() {
+    let root = manifest_dir();
+    cc::Build::new()
+        .cpp(true)
+        .std("c++17")
+        .include(root.join("device/include"))
+        .flag("-x")
+        .flag("c++")
+        .flag("-fno-exceptions")
+        .flag("-fno-rtti")
+        .flag_if_supported("-Wall")
+        .flag_if_supported("-Wextra")
+        .opt_level(2)
+        .file(root.join("device/src/rust_gin_device.hip"))
+        .compile("rust_gin_device_host");
+}

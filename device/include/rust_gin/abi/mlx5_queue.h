@@ -1,0 +1,70 @@
+/* GPU-visible description and state of one mlx5 RC send queue and its
+ * completion queue. C, so that bindgen gives the Rust host the very same
+ * layout (host/abi.rs); the host fills the descriptor at connect time and
+ * kernels read it. Addresses are as the device sees them. */
+#ifndef RUST_GIN_ABI_MLX5_QUEUE_H
+#define RUST_GIN_ABI_MLX5_QUEUE_H
+
+#include <stdint.h>
+
+/* Read-only after setup: kernels may cache it in scalar registers. */
+typedef struct rust_gin_mlx5_sq {
+  uint64_t wqe_buf;   /* SQ ring: 2^log_wqe_cnt WQEBBs of 64 bytes (NIC-read) */
+  uint64_t dbrec;     /* QP doorbell record, be32[2]; [1] is the send queue's */
+  uint64_t uar_db;    /* the 8-byte send doorbell register (UAR page + 0x800) */
+  uint64_t cq_buf;    /* CQE ring: 2^log_cq_cnt CQEs of 64 bytes (NIC-written) */
+  uint64_t cq_dbrec;  /* CQ doorbell record, be32[2]; [0] is the consumer index */
+  uint64_t state;     /* rust_gin_mlx5_sq_state*, in device memory */
+  uint64_t error;     /* rust_gin_error*, the context's sticky error record */
+  uint32_t qpn;
+  uint32_t log_wqe_cnt;
+  uint32_t cqn;
+  uint32_t log_cq_cnt;
+  uint32_t peer;            /* rank at the other end, for error reports */
+  uint32_t log_signal_period; /* a CQE is requested at least every 2^n WQEBBs */
+  uint64_t timeout_ns;      /* bound on every wait on this queue; 0 = RUST_GIN_DEFAULT_TIMEOUT_NS */
+} rust_gin_mlx5_sq;
+
+/* Producer and consumer counters, all in WQEBBs and all 64-bit so they never
+ * wrap. Touched by device code only, through atomic read-modify-writes. */
+typedef struct rust_gin_mlx5_sq_state {
+  uint64_t resv;          /* tickets handed out */
+  uint64_t ready;         /* prefix published in ticket order */
+  uint64_t rung;          /* producer index last written to the DBR and rung */
+  uint64_t done;          /* WQEBBs known complete: the credit */
+  uint64_t last_signaled; /* 1 + index of the newest WQE that requests a CQE */
+  uint64_t cq_ci;         /* CQEs consumed */
+  uint32_t ring_lock;
+  uint32_t poll_lock;
+  uint32_t failed;        /* nonzero once an error CQE was seen on this queue */
+  uint32_t reserved0;
+  uint64_t doorbells;     /* doorbells rung (statistics) */
+  uint64_t reserved1[6];
+} rust_gin_mlx5_sq_state;
+
+/* One operation for a send queue: everything its WQE needs except the WQE
+ * index, the QP number and whether it requests a CQE. */
+enum {
+  RUST_GIN_REQ_SIGNALED = 1 << 0,     /* ask for a CQE for this WQE */
+  RUST_GIN_REQ_FENCE = 1 << 1,        /* start only after all prior WQEs completed */
+  RUST_GIN_REQ_SMALL_FENCE = 1 << 2,  /* start after prior READs and atomics completed */
+  RUST_GIN_REQ_INLINE = 1 << 3,       /* WRITE carries operand0 inline (length <= 8) */
+  RUST_GIN_REQ_SOLICITED = 1 << 4,
+};
+
+typedef struct rust_gin_mlx5_request {
+  uint8_t opcode;     /* MLX5_OPCODE_NOP, RDMA_WRITE(_IMM), RDMA_READ, ATOMIC_FA, ATOMIC_CS */
+  uint8_t flags;      /* RUST_GIN_REQ_* */
+  uint16_t reserved;
+  uint32_t length;    /* bytes moved (8 for atomics; the inline length with REQ_INLINE) */
+  uint32_t lkey;      /* local buffer: source of a WRITE, sink of a READ or an atomic */
+  uint32_t rkey;
+  uint64_t laddr;
+  uint64_t raddr;
+  uint64_t operand0;  /* FA: add value; CS: swap value; inline WRITE: the bytes as in memory */
+  uint64_t operand1;  /* CS: compare value */
+  uint32_t imm;       /* WRITE_IMM: immediate, already in wire order */
+  uint32_t reserved2;
+} rust_gin_mlx5_request;
+
+#endif

@@ -1,0 +1,71 @@
+// Sticky device-side errors and bounded waits.
+#pragma once
+
+#include "rust_gin/abi/error.h"
+#include "rust_gin/port/port.h"
+
+namespace rust_gin {
+
+// What one error looks like before it is stored.
+struct ErrorInfo {
+  uint32_t code;
+  uint32_t peer;
+  uint32_t qpn;
+  uint32_t wqe_index;
+  uint8_t syndrome;
+  uint8_t vendor_syndrome;
+  uint8_t wqe_opcode;
+  uint8_t wait_kind;
+  uint64_t expected;
+  uint64_t observed;
+};
+
+// Keeps the first error (claimed by CAS, published last) and counts the rest.
+// Fields are written with atomic exchanges, never plain stores: on the GPU
+// plain stores are reserved for WQEs, doorbell records and the doorbell,
+// which lets the ISA checks tell them apart.
+RG_INLINE void record_error(rust_gin_error* rec, const ErrorInfo& e) {
+  atomic_fetch_add(&rec->count, uint64_t{1}, __ATOMIC_RELAXED, Scope::system);
+  uint32_t empty = RUST_GIN_ERROR_EMPTY;
+  if (!atomic_cas(&rec->state, &empty, uint32_t{RUST_GIN_ERROR_WRITING}, __ATOMIC_ACQUIRE, Scope::system)) {
+    return;
+  }
+  atomic_exchange(&rec->code, e.code, __ATOMIC_RELAXED, Scope::system);
+  atomic_exchange(&rec->peer, e.peer, __ATOMIC_RELAXED, Scope::system);
+  atomic_exchange(&rec->qpn, e.qpn, __ATOMIC_RELAXED, Scope::system);
+  atomic_exchange(&rec->wqe_index, e.wqe_index, __ATOMIC_RELAXED, Scope::system);
+  // The four bytes after wqe_index travel as one word.
+  uint32_t bytes = static_cast<uint32_t>(e.syndrome) | (static_cast<uint32_t>(e.vendor_syndrome) << 8) |
+                   (static_cast<uint32_t>(e.wqe_opcode) << 16) | (static_cast<uint32_t>(e.wait_kind) << 24);
+  atomic_exchange(reinterpret_cast<uint32_t*>(&rec->syndrome), bytes, __ATOMIC_RELAXED, Scope::system);
+  atomic_exchange(&rec->expected, e.expected, __ATOMIC_RELAXED, Scope::system);
+  atomic_exchange(&rec->observed, e.observed, __ATOMIC_RELAXED, Scope::system);
+  atomic_exchange(&rec->state, uint32_t{RUST_GIN_ERROR_VALID}, __ATOMIC_RELEASE, Scope::system);
+}
+
+RG_INLINE bool has_error(const rust_gin_error* rec) {
+  return atomic_load(&rec->state, __ATOMIC_ACQUIRE, Scope::system) != RUST_GIN_ERROR_EMPTY;
+}
+
+// A bound on one wait. The clock is read only once a wait actually spins, so
+// the fast path pays nothing. There is no unbounded mode: 0 means the default.
+class Deadline {
+ public:
+  RG_INLINE explicit Deadline(uint64_t timeout_ns)
+      : timeout_(timeout_ns ? timeout_ns : RUST_GIN_DEFAULT_TIMEOUT_NS), end_(0) {}
+  // True once the wait has run longer than its timeout.
+  RG_INLINE bool expired() {
+    const uint64_t now = clock_ns();
+    if (end_ == 0) {
+      end_ = now + timeout_;
+      return false;
+    }
+    return now >= end_;
+  }
+
+ private:
+  uint64_t timeout_;
+  uint64_t end_;
+};
+
+}  // namespace rust_gin

@@ -1,0 +1,239 @@
+// The mlx5 send-queue producer: many lanes and waves post to one RC send queue
+// at once without losing, duplicating or reordering what they publish.
+//
+//   reserve   one atomic add on `resv` hands out a ticket range of WQEBBs;
+//   credit    the range may be written once the NIC has consumed the WQEs
+//             that last occupied it (`done`, advanced from CQE wqe_counter);
+//   write     each WQE is assembled in registers and stored as 4 x 16 bytes;
+//   publish   tickets are published strictly in order: wait for `ready` to
+//             reach our base, then add our count (release);
+//   ring      whoever holds the ring lock writes the published prefix to the
+//             doorbell record and rings once: a producer that finds the lock
+//             taken leaves, and the holder looks again after unlocking, so
+//             concurrent publishers share one doorbell.
+//
+// The batch entry point `post` runs the same steps over an array of requests,
+// which is how the host build (threads standing in for lanes) and the GPU's
+// wave wrapper (gin/wave.h) share every line of this logic.
+#pragma once
+
+#include "rust_gin/abi/mlx5_queue.h"
+#include "rust_gin/core/error.h"
+#include "rust_gin/mlx5/cq.h"
+#include "rust_gin/mlx5/wqe.h"
+
+namespace rust_gin {
+namespace mlx5 {
+
+// Ring now, or leave the published WQEs for a later ring (aggregation).
+enum class RingPolicy { now, defer };
+
+// The send doorbell: the first 8 bytes of a control segment that names the
+// QP and the new producer index (as NVSHMEM's IBGDA writes it).
+RG_INLINE uint64_t doorbell_value(uint32_t qpn, uint64_t pi) {
+  const uint64_t lo = ctrl_opmod_idx_opcode(static_cast<uint16_t>(pi), 0, 0);
+  const uint64_t hi = ctrl_qpn_ds(qpn, 0);
+  return lo | (hi << 32);
+}
+
+class SendQueue {
+ public:
+  // The descriptor is copied: it is read-only, and a copy lets the compiler
+  // keep it in scalar registers across the fences and atomics below.
+  RG_INLINE explicit SendQueue(const rust_gin_mlx5_sq* d)
+      : d_(*d), st_(reinterpret_cast<rust_gin_mlx5_sq_state*>(d->state)), cq_(d) {}
+
+  RG_INLINE uint32_t depth() const { return 1u << d_.log_wqe_cnt; }
+  // Batches of at most a quarter of the queue, with a CQE requested at least
+  // once per quarter, guarantee that a waiting producer always has a
+  // signalled WQE of an earlier producer ahead of it (docs/architecture.md).
+  RG_INLINE uint32_t max_batch() const { return depth() >> 2; }
+  RG_INLINE bool failed() const { return atomic_load(&st_->failed, __ATOMIC_RELAXED, Scope::agent) != 0; }
+  RG_INLINE const rust_gin_mlx5_sq& desc() const { return d_; }
+
+  // --- the steps -------------------------------------------------------------
+  RG_INLINE uint64_t reserve(uint32_t n) {
+    return atomic_fetch_add(&st_->resv, static_cast<uint64_t>(n), __ATOMIC_RELAXED, Scope::agent);
+  }
+
+  // Waits until WQEBBs [base, base+n) are free.
+  RG_INLINE int wait_credit(uint64_t base, uint32_t n, Deadline& dl) {
+    const uint64_t need = base + n - depth();
+    if (base + n <= depth()) return RUST_GIN_OK;
+    uint64_t done = atomic_load(&st_->done, __ATOMIC_ACQUIRE, Scope::agent);
+    while (done < need) {
+      if (failed()) return RUST_GIN_ERR_QP_FAILED;
+      cq_.poll();
+      done = atomic_load(&st_->done, __ATOMIC_ACQUIRE, Scope::agent);
+      if (done >= need) break;
+      if (dl.expired()) return fail_wait(RUST_GIN_WAIT_SQ_CREDIT, need, done);
+      backoff();
+    }
+    return RUST_GIN_OK;
+  }
+
+  // Whether WQE i of the batch [base, base+n) requests a CQE: the last one,
+  // when the batch crosses a signalling boundary, or when asked to.
+  RG_INLINE bool wants_cqe(uint64_t base, uint32_t n, uint32_t i, const Request& r) const {
+    if (r.flags & REQ_SIGNALED) return true;
+    if (i + 1 != n) return false;
+    const uint32_t p = d_.log_signal_period;
+    return ((base + n) >> p) != (base >> p);
+  }
+
+  RG_INLINE Wqe64 build(const Request& r, uint64_t index, bool cq_update) const {
+    return build_wqe(r, static_cast<uint16_t>(index), d_.qpn, cq_update);
+  }
+
+  RG_INLINE void write(uint64_t index, const Wqe64& w) {
+    typedef uint32_t u32x4 __attribute__((vector_size(16)));
+    u32x4* dst = reinterpret_cast<u32x4*>(d_.wqe_buf + ((index & (depth() - 1)) << SEND_WQE_SHIFT));
+    const u32x4* src = reinterpret_cast<const u32x4*>(w.w);
+    dst[0] = src[0];
+    dst[1] = src[1];
+    dst[2] = src[2];
+    dst[3] = src[3];
+  }
+
+  // Publishes [base, base+n) after every earlier ticket. `signaled_end` is
+  // base+n when the batch's last WQE requests a CQE, else 0.
+  RG_INLINE int publish(uint64_t base, uint32_t n, uint64_t signaled_end, Deadline& dl) {
+    uint64_t ready = atomic_load(&st_->ready, __ATOMIC_ACQUIRE, Scope::agent);
+    while (ready != base) {
+      if (dl.expired()) return fail_wait(RUST_GIN_WAIT_SQ_PUBLISH, base, ready);
+      backoff();
+      ready = atomic_load(&st_->ready, __ATOMIC_ACQUIRE, Scope::agent);
+    }
+    if (signaled_end) atomic_fetch_max(&st_->last_signaled, signaled_end, __ATOMIC_RELAXED, Scope::agent);
+    // Release at agent scope: the ringer's system-scope release that follows
+    // its acquire of `ready` carries these WQE stores to the NIC.
+    atomic_fetch_add(&st_->ready, static_cast<uint64_t>(n), __ATOMIC_RELEASE, Scope::agent);
+    return RUST_GIN_OK;
+  }
+
+  // Rings for everything published so far, unless another producer holds the
+  // lock (it looks again after unlocking, so nothing is left unrung).
+  RG_INLINE void ring() {
+    for (;;) {
+      if (atomic_exchange(&st_->ring_lock, 1u, __ATOMIC_ACQ_REL, Scope::agent) != 0) return;
+      const uint64_t pi = atomic_load(&st_->ready, __ATOMIC_ACQUIRE, Scope::agent);
+      if (pi != atomic_load(&st_->rung, __ATOMIC_RELAXED, Scope::agent)) {
+        volatile uint32_t* dbr = reinterpret_cast<volatile uint32_t*>(d_.dbrec) + SND_DBR;
+#if !defined(RUST_GIN_ISA_FAULT_MISSING_FENCE)
+        fence_release_system();  // WQEs before the doorbell record
+#endif
+        dbr_store32(dbr, bswap32(static_cast<uint32_t>(pi) & 0xffffu));
+        fence_release_system();  // doorbell record before the doorbell
+        mmio_store64(reinterpret_cast<volatile uint64_t*>(d_.uar_db), doorbell_value(d_.qpn, pi));
+        atomic_exchange(&st_->rung, pi, __ATOMIC_RELAXED, Scope::agent);
+        atomic_fetch_add(&st_->doorbells, uint64_t{1}, __ATOMIC_RELAXED, Scope::agent);
+      }
+      // RMW unlock: a producer whose exchange saw the lock held is ordered
+      // before it, so the load below sees that producer's publish.
+      atomic_exchange(&st_->ring_lock, 0u, __ATOMIC_ACQ_REL, Scope::agent);
+      if (atomic_load(&st_->ready, __ATOMIC_ACQUIRE, Scope::agent) == pi) return;
+    }
+  }
+
+  // --- whole operations ------------------------------------------------------
+  // Posts n requests in order (split into batches of at most max_batch()).
+  // `req(i)` yields request i: an array read, or one value for a single
+  // request, which then never takes a trip through (scratch) memory.
+  template <RingPolicy R = RingPolicy::now, typename ReqAt>
+  RG_INLINE int post(ReqAt req, uint32_t n) {
+    if (failed()) return RUST_GIN_ERR_QP_FAILED;
+    Deadline dl(d_.timeout_ns);
+    uint32_t first = 0;
+    while (first < n) {
+      const uint32_t left = n - first;
+      const uint32_t m = left < max_batch() ? left : max_batch();
+      const uint64_t base = reserve(m);
+      int s = wait_credit(base, m, dl);
+      if (s) return s;
+      bool last_cqe = false;
+      for (uint32_t i = 0; i < m; ++i) {
+        const Request r = req(first + i);
+        const bool cqe = wants_cqe(base, m, i, r);
+        write(base + i, build(r, base + i, cqe));
+        last_cqe = cqe;
+      }
+      s = publish(base, m, last_cqe ? base + m : 0, dl);
+      if (s) return s;
+      if (R == RingPolicy::now) ring();
+      first += m;
+    }
+    return RUST_GIN_OK;
+  }
+
+  template <RingPolicy R = RingPolicy::now>
+  RG_INLINE int post_array(const Request* reqs, uint32_t n) {
+    return post<R>([reqs](uint32_t i) { return reqs[i]; }, n);
+  }
+
+  template <RingPolicy R = RingPolicy::now>
+  RG_INLINE int post_one(const Request& r) {
+    return post<R>([&r](uint32_t) { return r; }, 1);
+  }
+
+  // Waits until every WQE published so far has completed. If the newest one
+  // does not request a CQE, a signalled NOP is posted behind it: completions
+  // are in order on a send queue, so its CQE covers all before it.
+  RG_INLINE int quiet() {
+    if (failed()) return RUST_GIN_ERR_QP_FAILED;
+    uint64_t target = atomic_load(&st_->ready, __ATOMIC_ACQUIRE, Scope::agent);
+    if (target == 0) return RUST_GIN_OK;
+    if (atomic_load(&st_->last_signaled, __ATOMIC_RELAXED, Scope::agent) < target) {
+      Request nop = {};
+      nop.opcode = OP_NOP;
+      nop.flags = REQ_SIGNALED;
+      const int s = post_one(nop);
+      if (s) return s;
+      target = atomic_load(&st_->ready, __ATOMIC_ACQUIRE, Scope::agent);
+    } else {
+      ring();
+    }
+    return wait_done(target, RUST_GIN_WAIT_FLUSH);
+  }
+
+  // Waits until `done` reaches target, polling the CQ.
+  RG_INLINE int wait_done(uint64_t target, uint8_t what) {
+    Deadline dl(d_.timeout_ns);
+    uint64_t done = atomic_load(&st_->done, __ATOMIC_ACQUIRE, Scope::agent);
+    while (done < target) {
+      const int s = cq_.poll();
+      if (s) return s;
+      done = atomic_load(&st_->done, __ATOMIC_ACQUIRE, Scope::agent);
+      if (done >= target) break;
+      if (failed()) return RUST_GIN_ERR_QP_FAILED;
+      if (dl.expired()) return fail_wait(what, target, done);
+      backoff();
+    }
+    return failed() ? RUST_GIN_ERR_QP_FAILED : RUST_GIN_OK;
+  }
+
+  RG_INLINE int poll() { return cq_.poll(); }
+
+ private:
+  RG_INLINE int fail_wait(uint8_t what, uint64_t expected, uint64_t observed) {
+    ErrorInfo e = {};
+    e.code = RUST_GIN_ERR_TIMEOUT;
+    e.peer = d_.peer;
+    e.qpn = d_.qpn;
+    e.wqe_index = static_cast<uint32_t>(expected & 0xffff);
+    e.wait_kind = what;
+    e.expected = expected;
+    e.observed = observed;
+    record_error(reinterpret_cast<rust_gin_error*>(d_.error), e);
+    // A producer that gave up holds a ticket nobody will publish: the queue
+    // cannot make progress any more.
+    atomic_exchange(&st_->failed, 1u, __ATOMIC_RELAXED, Scope::agent);
+    return RUST_GIN_ERR_TIMEOUT;
+  }
+
+  const rust_gin_mlx5_sq d_;
+  rust_gin_mlx5_sq_state* st_;
+  CompletionQueue cq_;
+};
+
+}  // namespace mlx5
+}  // namespace rust_gin

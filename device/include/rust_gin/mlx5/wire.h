@@ -1,0 +1,203 @@
+// mlx5 send-queue and completion wire formats, as the NIC reads and writes
+// them (big-endian on the wire). Mirrors rdma-core's infiniband/mlx5dv.h;
+// tests/wire_oracle.rs checks every size, offset, constant and whole WQE
+// against rdma-core itself. The Rust twin is host/mlx5/wire.rs.
+#pragma once
+
+#include "rust_gin/port/port.h"
+
+namespace rust_gin {
+namespace mlx5 {
+
+// --- constants (names follow mlx5dv.h without the MLX5_ prefix) -----------
+enum : uint32_t {
+  SEND_WQE_BB = 64,
+  SEND_WQE_SHIFT = 6,
+  SEND_DS_BYTES = 16,  // DS counts 16-byte octowords
+  MAX_DS = 63,         // 6-bit DS field
+  INLINE_SEG = 0x80000000u,
+  INVALID_LKEY = 0x100,
+  RCV_DBR = 0,
+  SND_DBR = 1,
+  CQE_SIZE = 64,
+  CQE_OWNER_MASK = 1,
+  CQ_DOORBELL = 0x20,  // offset of the CQ doorbell in the UAR page
+  UAR_DB_OFFSET = 0x800,  // offset of the send doorbell (BlueFlame reg) in the UAR page
+};
+
+enum Opcode : uint8_t {
+  OP_NOP = 0x00,
+  OP_RDMA_WRITE = 0x08,
+  OP_RDMA_WRITE_IMM = 0x09,
+  OP_SEND = 0x0a,
+  OP_RDMA_READ = 0x10,
+  OP_ATOMIC_CS = 0x11,
+  OP_ATOMIC_FA = 0x12,
+  OP_ATOMIC_MASKED_CS = 0x14,
+  OP_ATOMIC_MASKED_FA = 0x15,
+};
+
+// fm_ce_se byte of the control segment.
+enum CtrlFlags : uint8_t {
+  CTRL_SOLICITED = 1u << 1,
+  CTRL_CQ_UPDATE = 2u << 2,
+  CTRL_FENCE = 4u << 5,                 // strong fence: wait for all prior WQEs
+  CTRL_INITIATOR_SMALL_FENCE = 1u << 5, // wait for prior RDMA READ/atomics
+};
+
+enum CqeOpcode : uint8_t {
+  CQE_REQ = 0,
+  CQE_RESP_WR_IMM = 1,
+  CQE_RESP_SEND = 2,
+  CQE_REQ_ERR = 13,
+  CQE_RESP_ERR = 14,
+  CQE_INVALID = 15,
+};
+
+enum CqeSyndrome : uint8_t {
+  SYND_LOCAL_LENGTH_ERR = 0x01,
+  SYND_LOCAL_QP_OP_ERR = 0x02,
+  SYND_LOCAL_PROT_ERR = 0x04,
+  SYND_WR_FLUSH_ERR = 0x05,
+  SYND_MW_BIND_ERR = 0x06,
+  SYND_BAD_RESP_ERR = 0x10,
+  SYND_LOCAL_ACCESS_ERR = 0x11,
+  SYND_REMOTE_INVAL_REQ_ERR = 0x12,
+  SYND_REMOTE_ACCESS_ERR = 0x13,
+  SYND_REMOTE_OP_ERR = 0x14,
+  SYND_TRANSPORT_RETRY_EXC_ERR = 0x15,
+  SYND_RNR_RETRY_EXC_ERR = 0x16,
+  SYND_REMOTE_ABORTED_ERR = 0x22,
+};
+
+// --- segments ----------------------------------------------------------------
+// rdma-core declares the control segment packed because of a be16 at offset 9;
+// bytes keep it naturally aligned here without changing a single offset.
+struct CtrlSeg {
+  uint32_t opmod_idx_opcode;  // be32: opmod<<24 | wqe_index16<<8 | opcode
+  uint32_t qpn_ds;            // be32: qpn<<8 | ds
+  uint8_t signature;
+  uint8_t dci_stream_channel_id[2];
+  uint8_t fm_ce_se;
+  uint32_t imm;  // immediate data, as given (already in wire order)
+};
+struct RaddrSeg {
+  uint64_t raddr;  // be64
+  uint32_t rkey;   // be32
+  uint32_t reserved;
+};
+struct DataSeg {
+  uint32_t byte_count;  // be32
+  uint32_t lkey;        // be32
+  uint64_t addr;        // be64
+};
+struct InlineSeg {
+  uint32_t byte_count;  // be32, with INLINE_SEG set; data follows
+};
+struct AtomicSeg {
+  uint64_t swap_add;  // be64: the add value for FA, the swap value for CS
+  uint64_t compare;   // be64
+};
+
+static_assert(sizeof(CtrlSeg) == 16, "ctrl seg");
+static_assert(offsetof(CtrlSeg, qpn_ds) == 4 && offsetof(CtrlSeg, signature) == 8 &&
+                  offsetof(CtrlSeg, fm_ce_se) == 11 && offsetof(CtrlSeg, imm) == 12,
+              "ctrl seg offsets");
+static_assert(sizeof(RaddrSeg) == 16 && offsetof(RaddrSeg, rkey) == 8, "raddr seg");
+static_assert(sizeof(DataSeg) == 16 && offsetof(DataSeg, lkey) == 4 && offsetof(DataSeg, addr) == 8,
+              "data seg");
+static_assert(sizeof(AtomicSeg) == 16 && offsetof(AtomicSeg, compare) == 8, "atomic seg");
+
+// --- CQE ----------------------------------------------------------------------
+// Only the fields a requester reads; offsets as in struct mlx5_cqe64 and
+// struct mlx5_err_cqe.
+struct Cqe64 {
+  uint8_t rsvd0[32];
+  uint32_t srqn_uidx;       // @32
+  uint32_t imm_inval_pkey;  // @36
+  uint8_t app;              // @40
+  uint8_t app_op;
+  uint16_t app_info;
+  uint32_t byte_cnt;      // @44 be32
+  uint64_t timestamp;     // @48 be64; in an error CQE: hw_err_synd@52, vendor@54, syndrome@55
+  uint32_t sop_drop_qpn;  // @56 be32; in an error CQE: s_wqe_opcode_qpn (opcode<<24 | qpn)
+  uint16_t wqe_counter;   // @60 be16: WQEBB index of the completed WQE
+  uint8_t signature;      // @62
+  uint8_t op_own;         // @63: opcode<<4 | format<<2 | se<<1 | owner
+};
+static_assert(sizeof(Cqe64) == 64, "cqe64");
+static_assert(offsetof(Cqe64, byte_cnt) == 44 && offsetof(Cqe64, timestamp) == 48 &&
+                  offsetof(Cqe64, sop_drop_qpn) == 56 && offsetof(Cqe64, wqe_counter) == 60 &&
+                  offsetof(Cqe64, op_own) == 63,
+              "cqe64 offsets");
+enum : uint32_t {
+  ERR_CQE_VENDOR_SYNDROME_OFFSET = 54,
+  ERR_CQE_SYNDROME_OFFSET = 55,
+  ERR_CQE_WQE_OPCODE_QPN_OFFSET = 56,
+};
+
+RG_INLINE uint8_t cqe_opcode(uint8_t op_own) { return op_own >> 4; }
+RG_INLINE uint8_t cqe_owner(uint8_t op_own) { return op_own & CQE_OWNER_MASK; }
+// A CQE at consumer index ci (CQ of 2^log_cnt entries) belongs to software
+// when its owner bit equals the wrap parity of ci and it is not INVALID.
+RG_INLINE bool cqe_is_sw_owned(uint8_t op_own, uint32_t ci, uint32_t log_cnt) {
+  return cqe_owner(op_own) == ((ci >> log_cnt) & 1u) && cqe_opcode(op_own) != CQE_INVALID;
+}
+
+// --- setters (same arguments and encoding as mlx5dv_set_*_seg) ----------------
+RG_INLINE uint32_t ctrl_opmod_idx_opcode(uint16_t pi, uint8_t opcode, uint8_t opmod) {
+  return bswap32((static_cast<uint32_t>(opmod) << 24) | (static_cast<uint32_t>(pi) << 8) | opcode);
+}
+RG_INLINE uint32_t ctrl_qpn_ds(uint32_t qpn, uint8_t ds) { return bswap32((qpn << 8) | ds); }
+
+// A 64-byte WQE (one WQEBB) assembled in registers and written with four
+// 16-byte stores: every WQE this library posts fits one WQEBB.
+struct alignas(16) Wqe64 {
+  uint32_t w[16];
+};
+static_assert(sizeof(Wqe64) == SEND_WQE_BB, "one WQEBB");
+
+RG_INLINE void set_ctrl(Wqe64& q, uint16_t pi, uint8_t opcode, uint8_t opmod, uint32_t qpn,
+                        uint8_t fm_ce_se, uint8_t ds, uint8_t signature, uint32_t imm) {
+  q.w[0] = ctrl_opmod_idx_opcode(pi, opcode, opmod);
+  q.w[1] = ctrl_qpn_ds(qpn, ds);
+  // signature @8, dci_stream_channel_id @9..10 (zero), fm_ce_se @11 (little-endian word)
+  q.w[2] = static_cast<uint32_t>(signature) | (static_cast<uint32_t>(fm_ce_se) << 24);
+  q.w[3] = imm;
+}
+// Segment setters take the index (in 32-bit words) where the segment starts.
+RG_INLINE void set_raddr(Wqe64& q, unsigned at, uint64_t raddr, uint32_t rkey) {
+  uint64_t be = bswap64(raddr);
+  q.w[at + 0] = static_cast<uint32_t>(be);
+  q.w[at + 1] = static_cast<uint32_t>(be >> 32);
+  q.w[at + 2] = bswap32(rkey);
+  q.w[at + 3] = 0;
+}
+RG_INLINE void set_data(Wqe64& q, unsigned at, uint32_t length, uint32_t lkey, uint64_t addr) {
+  uint64_t be = bswap64(addr);
+  q.w[at + 0] = bswap32(length);
+  q.w[at + 1] = bswap32(lkey);
+  q.w[at + 2] = static_cast<uint32_t>(be);
+  q.w[at + 3] = static_cast<uint32_t>(be >> 32);
+}
+RG_INLINE void set_atomic(Wqe64& q, unsigned at, uint64_t swap_add, uint64_t compare) {
+  uint64_t s = bswap64(swap_add), c = bswap64(compare);
+  q.w[at + 0] = static_cast<uint32_t>(s);
+  q.w[at + 1] = static_cast<uint32_t>(s >> 32);
+  q.w[at + 2] = static_cast<uint32_t>(c);
+  q.w[at + 3] = static_cast<uint32_t>(c >> 32);
+}
+// Inline data of up to 8 bytes (signal and putValue payloads); its segment is
+// one octoword: 4-byte header, value, zero padding.
+RG_INLINE void set_inline8(Wqe64& q, unsigned at, uint64_t value, uint32_t len) {
+  q.w[at + 0] = bswap32(len | INLINE_SEG);
+  q.w[at + 1] = static_cast<uint32_t>(value);  // memory order: the bytes as they sit in memory
+  q.w[at + 2] = static_cast<uint32_t>(value >> 32);
+  q.w[at + 3] = 0;
+}
+RG_INLINE void zero_from(Wqe64& q, unsigned at) {
+  for (unsigned i = at; i < 16; ++i) q.w[i] = 0;
+}
+
+}  // namespace mlx5
+}  // namespace rust_gin

@@ -1,0 +1,187 @@
+// Portability layer: the one place where the device library differs between
+// its GPU build (clang HIP mode, amdgcn) and its x86-64 host build (cc, for
+// tests and the emulated NIC). Everything above this header is shared code.
+//
+// GPU build: compiled with -nogpuinc -nogpulib, so only clang builtins are
+// used; no HIP headers and no ROCm device libraries are needed.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__HIP__)
+#define RG_GPU 1
+#else
+#define RG_GPU 0
+#endif
+
+#if RG_GPU
+#define RG_DEV __attribute__((device))
+#define RG_GLOBAL __attribute__((global))
+#else
+#define RG_DEV
+#define RG_GLOBAL
+#endif
+
+// Everything internal is forced inline, as DOCA GPUNetIO and rocSHMEM do:
+// a call costs registers and spills on the GPU, and the ISA checks want the
+// whole ring sequence in the entry point's own instruction stream.
+#define RG_INLINE RG_DEV __attribute__((always_inline)) inline
+#define RG_NOINLINE RG_DEV __attribute__((noinline))
+
+#define RG_LIKELY(x) __builtin_expect(!!(x), 1)
+#define RG_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+#ifdef __cplusplus
+#define RG_EXTERN_C extern "C"
+#else
+#define RG_EXTERN_C
+#endif
+
+#if !RG_GPU
+#include <sched.h>
+// Host-build hooks, implemented by the Rust crate (host/emu/bus.rs).
+RG_EXTERN_C uint64_t rust_gin_host_clock_ns(void);
+RG_EXTERN_C void rust_gin_host_mmio_write64(volatile uint64_t* reg, uint64_t value);
+RG_EXTERN_C void rust_gin_host_dbr_write32(volatile uint32_t* dbr, uint32_t value);
+#endif
+
+namespace rust_gin {
+
+// Memory scopes, as the HIP atomics spell them.
+enum class Scope : int {
+#if RG_GPU
+  wave = __HIP_MEMORY_SCOPE_WAVEFRONT,
+  block = __HIP_MEMORY_SCOPE_WORKGROUP,
+  agent = __HIP_MEMORY_SCOPE_AGENT,
+  system = __HIP_MEMORY_SCOPE_SYSTEM,
+#else
+  wave = 0,
+  block = 1,
+  agent = 2,
+  system = 3,
+#endif
+};
+
+#if RG_GPU
+#define RG_SCOPE_ARG(s) static_cast<int>(s)
+template <typename T>
+RG_INLINE T atomic_load(const T* p, int order, Scope s) {
+  return __hip_atomic_load(const_cast<T*>(p), order, RG_SCOPE_ARG(s));
+}
+template <typename T>
+RG_INLINE void atomic_store(T* p, T v, int order, Scope s) {
+  __hip_atomic_store(p, v, order, RG_SCOPE_ARG(s));
+}
+template <typename T>
+RG_INLINE T atomic_fetch_add(T* p, T v, int order, Scope s) {
+  return __hip_atomic_fetch_add(p, v, order, RG_SCOPE_ARG(s));
+}
+template <typename T>
+RG_INLINE T atomic_fetch_max(T* p, T v, int order, Scope s) {
+  return __hip_atomic_fetch_max(p, v, order, RG_SCOPE_ARG(s));
+}
+template <typename T>
+RG_INLINE T atomic_exchange(T* p, T v, int order, Scope s) {
+  return __hip_atomic_exchange(p, v, order, RG_SCOPE_ARG(s));
+}
+template <typename T>
+RG_INLINE bool atomic_cas(T* p, T* expected, T desired, int order, Scope s) {
+  return __hip_atomic_compare_exchange_strong(p, expected, desired, order,
+                                              __ATOMIC_RELAXED, RG_SCOPE_ARG(s));
+}
+// s_waitcnt vmcnt(0) on gfx9 (expcnt and lgkmcnt left at their maximum).
+#define RG_WAITCNT_VMCNT0 0x0F70
+// System-scope release: on gfx90a `buffer_wbl2`, on gfx942/950
+// `buffer_wbl2 sc0 sc1`, then `s_waitcnt vmcnt(0)`; the ISA checks hold us
+// to that. The explicit wait is not redundant: clang 22 for gfx942 drops the
+// fence's own wait after the write-back when no load is outstanding (the ISA
+// checks caught it in the post path), which would let the doorbell-record
+// store overtake the write-back. When nothing is in flight it costs nothing.
+RG_INLINE void fence_release_system() {
+  __builtin_amdgcn_fence(__ATOMIC_RELEASE, "");
+  __builtin_amdgcn_s_waitcnt(RG_WAITCNT_VMCNT0);
+}
+RG_INLINE void fence_acquire_system() { __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, ""); }
+RG_INLINE void fence_acq_rel_agent() { __builtin_amdgcn_fence(__ATOMIC_ACQ_REL, "agent"); }
+RG_INLINE void backoff() { __builtin_amdgcn_s_sleep(1); }
+// s_memrealtime runs at a constant 100 MHz on gfx90a/gfx942/gfx950.
+RG_INLINE uint64_t clock_ns() { return __builtin_amdgcn_s_memrealtime() * 10ull; }
+#else
+template <typename T>
+RG_INLINE T atomic_load(const T* p, int order, Scope) {
+  return __atomic_load_n(p, order);
+}
+template <typename T>
+RG_INLINE void atomic_store(T* p, T v, int order, Scope) {
+  __atomic_store_n(p, v, order);
+}
+template <typename T>
+RG_INLINE T atomic_fetch_add(T* p, T v, int order, Scope) {
+  return __atomic_fetch_add(p, v, order);
+}
+template <typename T>
+RG_INLINE T atomic_fetch_max(T* p, T v, int order, Scope) {
+  T cur = __atomic_load_n(p, __ATOMIC_RELAXED);
+  while (cur < v && !__atomic_compare_exchange_n(p, &cur, v, false, order, __ATOMIC_RELAXED)) {
+  }
+  return cur;
+}
+template <typename T>
+RG_INLINE T atomic_exchange(T* p, T v, int order, Scope) {
+  return __atomic_exchange_n(p, v, order);
+}
+template <typename T>
+RG_INLINE bool atomic_cas(T* p, T* expected, T desired, int order, Scope) {
+  return __atomic_compare_exchange_n(p, expected, desired, false, order, __ATOMIC_RELAXED);
+}
+RG_INLINE void fence_release_system() { __atomic_thread_fence(__ATOMIC_RELEASE); }
+RG_INLINE void fence_acquire_system() { __atomic_thread_fence(__ATOMIC_ACQUIRE); }
+RG_INLINE void fence_acq_rel_agent() { __atomic_thread_fence(__ATOMIC_ACQ_REL); }
+// The host build stands threads in for lanes; with a NIC-emulating thread on
+// the same few cores, spinning without yielding starves it.
+RG_INLINE void backoff() { sched_yield(); }
+RG_INLINE uint64_t clock_ns() { return rust_gin_host_clock_ns(); }
+#endif
+
+}  // namespace rust_gin
+
+namespace rust_gin {
+
+// Stores that cross the bus to the NIC. On the GPU they are plain system-scope
+// stores; in the host build they call into the emulated NIC, which stands in
+// for the PCIe write reaching the device (and counts it).
+
+// The doorbell: exactly one 64-bit store to the UAR register. The ISA checks
+// assert that it stays one store on every architecture.
+RG_INLINE void mmio_store64(volatile uint64_t* reg, uint64_t value) {
+#if RG_GPU
+#if defined(RUST_GIN_ISA_FAULT_SPLIT_DOORBELL)
+  // Planted fault for the ISA checks' own test: a torn doorbell.
+  volatile uint32_t* half = reinterpret_cast<volatile uint32_t*>(reg);
+  __hip_atomic_store(const_cast<uint32_t*>(half), static_cast<uint32_t>(value), __ATOMIC_RELAXED,
+                     __HIP_MEMORY_SCOPE_SYSTEM);
+  __hip_atomic_store(const_cast<uint32_t*>(half + 1), static_cast<uint32_t>(value >> 32),
+                     __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+#else
+  __hip_atomic_store(const_cast<uint64_t*>(reg), value, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+#endif
+#else
+  rust_gin_host_mmio_write64(reg, value);
+#endif
+}
+
+// A doorbell record: a 32-bit word in NIC-read memory (host-pinned or VRAM).
+RG_INLINE void dbr_store32(volatile uint32_t* dbr, uint32_t value) {
+#if RG_GPU
+  __hip_atomic_store(const_cast<uint32_t*>(dbr), value, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+#else
+  rust_gin_host_dbr_write32(dbr, value);
+#endif
+}
+
+RG_INLINE uint32_t bswap32(uint32_t v) { return __builtin_bswap32(v); }
+RG_INLINE uint64_t bswap64(uint64_t v) { return __builtin_bswap64(v); }
+RG_INLINE uint16_t bswap16(uint16_t v) { return __builtin_bswap16(v); }
+
+}  // namespace rust_gin

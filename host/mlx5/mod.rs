@@ -1,0 +1,4 @@
+//! The mlx5 provider family: wire formats shared by the emulated NIC and the
+//! hardware provider.
+
+pub mod wire;
