@@ -4,6 +4,7 @@
 #define RUST_GIN_ABI_H
 
 #include "rust_gin/abi/error.h"
+#include "rust_gin/abi/gin.h"
 #include "rust_gin/abi/mlx5_queue.h"
 
 #endif

@@ -17,6 +17,7 @@ enum {
   RUST_GIN_ERR_TIMEOUT = 2,    /* a bounded wait expired (what it waited for in the record) */
   RUST_GIN_ERR_QP_FAILED = 3,  /* the queue is in error after an earlier error CQE */
   RUST_GIN_ERR_INVALID = 4,    /* bad argument (id or offset out of range, null handle) */
+  RUST_GIN_ERR_ABORTED = 5,    /* a wait saw RCCL's abort flag; not recorded as an error */
 };
 
 /* What a timed-out wait was waiting for. */

@@ -1,0 +1,107 @@
+/* The GIN-level objects a kernel sees, all in GPU-visible memory and filled
+ * by the host (createContext, regMrSym), plus the small argument types of the
+ * device ABI (rust_gin_device.h). C, for bindgen: host/abi.rs. */
+#ifndef RUST_GIN_ABI_GIN_H
+#define RUST_GIN_ABI_GIN_H
+
+#include <stdint.h>
+
+#include "rust_gin/abi/mlx5_queue.h"
+
+/* Bumped on any change to the device ABI: the declarations in
+ * rust_gin_device.h or the layouts in abi/. The host reports it as
+ * netDeviceVersion; the patch checks it at compile time. */
+#define RUST_GIN_DEVICE_ABI_VERSION 1
+
+#define RUST_GIN_HANDLE_MAGIC 0x52474831u /* "RGH1" */
+#define RUST_GIN_WINDOW_MAGIC 0x52475731u /* "RGW1" */
+
+/* Signal kinds (RCCL's ncclGinSignalType maps onto these). */
+enum {
+  RUST_GIN_SIGNAL_NONE = 0,
+  RUST_GIN_SIGNAL_INDEXED = 1, /* signal id in the context's signal table */
+  RUST_GIN_SIGNAL_VA = 2,      /* a 64-bit word in a registered window */
+};
+/* Signal operations (RCCL's ncclGinSignalOp_t maps onto these). */
+enum {
+  RUST_GIN_SIGNAL_OP_INC = 0, /* add 1 */
+  RUST_GIN_SIGNAL_OP_ADD = 1, /* add the argument */
+};
+
+/* Flags of the posting functions. */
+enum {
+  /* More requests follow: publish without ringing (ncclGinOptFlagsAggregateRequests). */
+  RUST_GIN_FLAG_AGGREGATE = 1 << 0,
+  /* The caller's prior stores must be visible system-wide before the NIC
+   * reads the source (RCCL: required == system, given < system). */
+  RUST_GIN_FLAG_RELEASE_SYSTEM = 1 << 1,
+};
+
+/* What flush_async hands back and wait takes; fits ncclGinRequest_t (16 bytes). */
+typedef struct rust_gin_request {
+  uint32_t context;
+  uint32_t peer;
+  uint64_t target; /* completion index to reach on the peer's queue */
+} rust_gin_request;
+
+/* A signal argument of the posting functions. */
+typedef struct rust_gin_signal {
+  uint32_t type;      /* RUST_GIN_SIGNAL_* */
+  uint32_t op;        /* RUST_GIN_SIGNAL_OP_* */
+  uint64_t value;     /* the addend for RUST_GIN_SIGNAL_OP_ADD */
+  uint64_t id;        /* INDEXED: signal id */
+  const void* window; /* VA: the signal window (a regMrSym ginHandle) */
+  uint64_t offset;    /* VA: byte offset of the 64-bit signal in that window */
+} rust_gin_signal;
+
+/* One per (context, peer). */
+typedef struct rust_gin_peer {
+  rust_gin_mlx5_sq sq;   /* the RC queue pair to that peer */
+  uint64_t signal_raddr; /* the peer's signal table for this context */
+  uint32_t signal_rkey;
+  uint32_t reserved;
+} rust_gin_peer;
+
+/* One per RCCL context (config nContexts). */
+typedef struct rust_gin_context {
+  uint64_t peers;          /* rust_gin_peer[nranks] */
+  uint64_t signals;        /* uint64_t[n_signals]: the targets of remote atomics */
+  uint64_t signal_offsets; /* uint64_t[n_signals]: moved by reset */
+  uint64_t counters;       /* uint64_t[n_counters] */
+  uint64_t sink;           /* landing place for atomic results nobody reads */
+  uint32_t sink_lkey;
+  uint32_t n_signals;
+  uint32_t n_counters;
+  uint32_t reserved;
+} rust_gin_context;
+
+/* What createContext returns as ncclNetDeviceHandle.handle. */
+typedef struct rust_gin_handle {
+  uint32_t magic; /* RUST_GIN_HANDLE_MAGIC */
+  uint32_t abi_version;
+  uint32_t rank;
+  uint32_t nranks;
+  uint32_t n_contexts;
+  uint32_t reserved;
+  uint64_t contexts; /* rust_gin_context[n_contexts] */
+  uint64_t error;    /* rust_gin_error*: the sticky error record */
+} rust_gin_handle;
+
+typedef struct rust_gin_window_peer {
+  uint64_t base; /* the peer's registration of this window, as its NIC sees it */
+  uint32_t rkey;
+  uint32_t reserved;
+} rust_gin_window_peer;
+
+/* What regMrSym returns as ginHandle: a symmetric window. */
+typedef struct rust_gin_window {
+  uint32_t magic; /* RUST_GIN_WINDOW_MAGIC */
+  uint32_t nranks;
+  uint64_t local_base; /* the local registration */
+  uint64_t size;
+  uint32_t lkey;
+  uint32_t reserved;
+  uint64_t peers; /* rust_gin_window_peer[nranks] */
+} rust_gin_window;
+
+#endif
