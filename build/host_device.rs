@@ -20,5 +20,6 @@ pub fn build() {
         .flag_if_supported("-Wextra")
         .opt_level(2)
         .file(root.join("device/src/rust_gin_device.hip"))
+        .file(root.join("device/src/host_only/wire_layout.cpp"))
         .compile("rust_gin_device_host");
 }

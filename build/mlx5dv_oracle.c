@@ -37,6 +37,7 @@ const struct rust_gin_oracle_fact rust_gin_mlx5dv_facts[] = {
     OFF(mlx5_wqe_data_seg, addr),
     OFF(mlx5_wqe_atomic_seg, swap_add),
     OFF(mlx5_wqe_atomic_seg, compare),
+    OFF(mlx5_wqe_inl_data_seg, byte_count),
     OFF(mlx5_cqe64, srqn_uidx),
     OFF(mlx5_cqe64, imm_inval_pkey),
     OFF(mlx5_cqe64, byte_cnt),

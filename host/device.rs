@@ -35,3 +35,123 @@ pub fn build_wqe(req: &rust_gin_mlx5_request, index: u16, qpn: u32, cq_update: b
     unsafe { rust_gin_mlx5_build_wqe(req, index, qpn, cq_update as i32, out.as_mut_ptr()) };
     out
 }
+
+/// A status code a device function returned (abi/error.h), other than OK.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceStatus {
+    /// An error completion; the sticky error record has the syndrome.
+    CqeError,
+    /// A bounded wait expired; the record says what it waited for.
+    Timeout,
+    /// The queue failed earlier.
+    QpFailed,
+    /// A bad argument (id or offset out of range, unregistered window).
+    Invalid,
+    /// RCCL's abort flag was raised during a wait.
+    Aborted,
+    /// A code this host does not know (a newer device library).
+    Unknown(i32),
+}
+
+impl DeviceStatus {
+    /// `Ok(())` for RUST_GIN_OK, else the status.
+    pub fn check(code: i32) -> Result<(), DeviceStatus> {
+        use crate::abi as a;
+        match code as u32 {
+            a::RUST_GIN_OK => Ok(()),
+            a::RUST_GIN_ERR_CQE => Err(DeviceStatus::CqeError),
+            a::RUST_GIN_ERR_TIMEOUT => Err(DeviceStatus::Timeout),
+            a::RUST_GIN_ERR_QP_FAILED => Err(DeviceStatus::QpFailed),
+            a::RUST_GIN_ERR_INVALID => Err(DeviceStatus::Invalid),
+            a::RUST_GIN_ERR_ABORTED => Err(DeviceStatus::Aborted),
+            _ => Err(DeviceStatus::Unknown(code)),
+        }
+    }
+}
+
+/// What a timed-out wait was waiting for (abi/error.h RUST_GIN_WAIT_*).
+pub fn wait_kind_name(kind: u8) -> &'static str {
+    use crate::abi as a;
+    match kind as u32 {
+        a::RUST_GIN_WAIT_SQ_CREDIT => "send-queue credit (completions from the NIC)",
+        a::RUST_GIN_WAIT_SQ_PUBLISH => "an earlier producer to publish its WQEs",
+        a::RUST_GIN_WAIT_FLUSH => "completion of everything posted (flush)",
+        a::RUST_GIN_WAIT_SIGNAL => "a signal to reach its value",
+        a::RUST_GIN_WAIT_COUNTER => "a counter to reach its value",
+        _ => "nothing (not a timeout)",
+    }
+}
+
+/// The sticky device-side error, decoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceError {
+    pub code: u32,
+    pub peer: u32,
+    pub qpn: u32,
+    pub wqe_index: u32,
+    pub syndrome: u8,
+    pub vendor_syndrome: u8,
+    pub wqe_opcode: u8,
+    pub wait_kind: u8,
+    pub expected: u64,
+    pub observed: u64,
+    /// Errors seen, this one included.
+    pub count: u64,
+}
+
+impl DeviceError {
+    /// Reads a record; None while it is empty (or being written).
+    pub fn from_record(r: &crate::abi::rust_gin_error) -> Option<DeviceError> {
+        (r.state == crate::abi::RUST_GIN_ERROR_VALID).then_some(DeviceError {
+            code: r.code,
+            peer: r.peer,
+            qpn: r.qpn,
+            wqe_index: r.wqe_index,
+            syndrome: r.syndrome,
+            vendor_syndrome: r.vendor_syndrome,
+            wqe_opcode: r.wqe_opcode,
+            wait_kind: r.wait_kind,
+            expected: r.expected,
+            observed: r.observed,
+            count: r.count,
+        })
+    }
+}
+
+impl std::fmt::Display for DeviceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use crate::abi as a;
+        match self.code {
+            a::RUST_GIN_ERR_CQE => write!(
+                f,
+                "error completion from peer {} on QP {:#x}, WQE index {}, syndrome {:#04x} ({}), vendor syndrome {:#04x}, WQE opcode {:#04x}",
+                self.peer,
+                self.qpn,
+                self.wqe_index,
+                self.syndrome,
+                crate::mlx5::wire::syndrome::name(self.syndrome),
+                self.vendor_syndrome,
+                self.wqe_opcode
+            ),
+            a::RUST_GIN_ERR_TIMEOUT => write!(
+                f,
+                "timeout waiting for {} (peer {}, QP {:#x}, expected {}, last seen {})",
+                wait_kind_name(self.wait_kind),
+                self.peer,
+                self.qpn,
+                self.expected,
+                self.observed
+            ),
+            a::RUST_GIN_ERR_INVALID => write!(
+                f,
+                "invalid argument in a device call (peer {}, detail {}, {})",
+                self.peer, self.expected, self.observed
+            ),
+            c => write!(f, "device error code {c} (peer {}, QP {:#x})", self.peer, self.qpn),
+        }?;
+        if self.count > 1 {
+            write!(f, "; {} more error(s) after it", self.count - 1)?;
+        }
+        Ok(())
+    }
+}

@@ -16,5 +16,7 @@
 pub mod abi;
 pub mod device;
 pub mod emu;
+pub mod gpu;
+pub mod mem;
 pub mod mlx5;
 pub mod sys;

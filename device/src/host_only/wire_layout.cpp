@@ -1,0 +1,153 @@
+// Host-only: the facts of device/include/rust_gin/mlx5/wire.h as the C++
+// compiler sees them (sizes, field offsets, every constant), exported as a C
+// table for tests/wire_oracle.rs. Each row is named after the fact of
+// build/mlx5dv_oracle.c (rdma-core's infiniband/mlx5dv.h) it must equal, so
+// the test compares the two tables name by name; `ours` says which C++
+// expression produced the value. Not part of the GPU build.
+//
+// Two constants have no counterpart in mlx5dv.h; they are listed apart, with
+// where rdma-core states them, and the test checks them against that source.
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rust_gin/mlx5/wire.h"
+
+using namespace rust_gin::mlx5;
+
+struct rust_gin_wire_fact {
+  const char* oracle;  // the name of the matching fact in build/mlx5dv_oracle.c
+  const char* ours;    // the C++ expression
+  unsigned long long value;
+};
+
+struct rust_gin_wire_extra {
+  const char* ours;
+  unsigned long long value;
+  const char* source;  // where rdma-core states it, outside mlx5dv.h
+};
+
+extern "C" {
+extern const rust_gin_wire_fact rust_gin_wire_facts[];
+extern const size_t rust_gin_wire_facts_len;
+extern const rust_gin_wire_extra rust_gin_wire_extras[];
+extern const size_t rust_gin_wire_extras_len;
+int rust_gin_wire_cqe_is_sw_owned(uint8_t op_own, uint32_t ci, uint32_t log_cnt);
+uint8_t rust_gin_wire_cqe_opcode(uint8_t op_own);
+uint8_t rust_gin_wire_cqe_owner(uint8_t op_own);
+}
+
+#define SIZE(o, t) {"sizeof(" #o ")", "sizeof(" #t ")", sizeof(t)}
+#define OFF(o, of, t, f) {"offsetof(" #o "." #of ")", "offsetof(" #t ", " #f ")", offsetof(t, f)}
+#define CONST(o, c) {#o, #c, static_cast<unsigned long long>(c)}
+
+const rust_gin_wire_fact rust_gin_wire_facts[] = {
+    // --- sizes
+    SIZE(mlx5_wqe_ctrl_seg, CtrlSeg),
+    SIZE(mlx5_wqe_raddr_seg, RaddrSeg),
+    SIZE(mlx5_wqe_data_seg, DataSeg),
+    SIZE(mlx5_wqe_atomic_seg, AtomicSeg),
+    SIZE(mlx5_wqe_inl_data_seg, InlineSeg),
+    SIZE(mlx5_cqe64, Cqe64),
+    SIZE(mlx5_err_cqe, Cqe64),  // an error CQE is a CQE64 read another way
+    {"MLX5_SEND_WQE_BB", "sizeof(Wqe64)", sizeof(Wqe64)},
+    // --- control segment
+    OFF(mlx5_wqe_ctrl_seg, opmod_idx_opcode, CtrlSeg, opmod_idx_opcode),
+    OFF(mlx5_wqe_ctrl_seg, qpn_ds, CtrlSeg, qpn_ds),
+    OFF(mlx5_wqe_ctrl_seg, signature, CtrlSeg, signature),
+    OFF(mlx5_wqe_ctrl_seg, dci_stream_channel_id, CtrlSeg, dci_stream_channel_id),
+    OFF(mlx5_wqe_ctrl_seg, fm_ce_se, CtrlSeg, fm_ce_se),
+    OFF(mlx5_wqe_ctrl_seg, imm, CtrlSeg, imm),
+    // --- remote address, data pointer, atomic, inline header
+    OFF(mlx5_wqe_raddr_seg, raddr, RaddrSeg, raddr),
+    OFF(mlx5_wqe_raddr_seg, rkey, RaddrSeg, rkey),
+    OFF(mlx5_wqe_raddr_seg, reserved, RaddrSeg, reserved),
+    OFF(mlx5_wqe_data_seg, byte_count, DataSeg, byte_count),
+    OFF(mlx5_wqe_data_seg, lkey, DataSeg, lkey),
+    OFF(mlx5_wqe_data_seg, addr, DataSeg, addr),
+    OFF(mlx5_wqe_atomic_seg, swap_add, AtomicSeg, swap_add),
+    OFF(mlx5_wqe_atomic_seg, compare, AtomicSeg, compare),
+    OFF(mlx5_wqe_inl_data_seg, byte_count, InlineSeg, byte_count),
+    // --- CQE64
+    OFF(mlx5_cqe64, srqn_uidx, Cqe64, srqn_uidx),
+    OFF(mlx5_cqe64, imm_inval_pkey, Cqe64, imm_inval_pkey),
+    OFF(mlx5_cqe64, byte_cnt, Cqe64, byte_cnt),
+    OFF(mlx5_cqe64, timestamp, Cqe64, timestamp),
+    OFF(mlx5_cqe64, sop_drop_qpn, Cqe64, sop_drop_qpn),
+    OFF(mlx5_cqe64, wqe_counter, Cqe64, wqe_counter),
+    OFF(mlx5_cqe64, signature, Cqe64, signature),
+    OFF(mlx5_cqe64, op_own, Cqe64, op_own),
+    // --- the error CQE: the same 64 bytes, read through struct mlx5_err_cqe
+    OFF(mlx5_err_cqe, srqn, Cqe64, srqn_uidx),
+    CONST(offsetof(mlx5_err_cqe.vendor_err_synd), ERR_CQE_VENDOR_SYNDROME_OFFSET),
+    CONST(offsetof(mlx5_err_cqe.syndrome), ERR_CQE_SYNDROME_OFFSET),
+    CONST(offsetof(mlx5_err_cqe.s_wqe_opcode_qpn), ERR_CQE_WQE_OPCODE_QPN_OFFSET),
+    OFF(mlx5_err_cqe, s_wqe_opcode_qpn, Cqe64, sop_drop_qpn),
+    OFF(mlx5_err_cqe, wqe_counter, Cqe64, wqe_counter),
+    OFF(mlx5_err_cqe, signature, Cqe64, signature),
+    OFF(mlx5_err_cqe, op_own, Cqe64, op_own),
+    // --- queue constants
+    CONST(MLX5_SEND_WQE_BB, SEND_WQE_BB),
+    CONST(MLX5_SEND_WQE_SHIFT, SEND_WQE_SHIFT),
+    // A DS is one octoword: exactly one data segment (rdma-core's qp.c counts
+    // sizeof(struct mlx5_wqe_data_seg) / 16 DS per data segment).
+    CONST(sizeof(mlx5_wqe_data_seg), SEND_DS_BYTES),
+    CONST(MLX5_INLINE_SEG, INLINE_SEG),
+    CONST(MLX5_INVALID_LKEY, INVALID_LKEY),
+    CONST(MLX5_RCV_DBR, RCV_DBR),
+    CONST(MLX5_SND_DBR, SND_DBR),
+    CONST(sizeof(mlx5_cqe64), CQE_SIZE),
+    CONST(MLX5_CQE_OWNER_MASK, CQE_OWNER_MASK),
+    CONST(MLX5_CQ_DOORBELL, CQ_DOORBELL),
+    // --- send opcodes
+    CONST(MLX5_OPCODE_NOP, OP_NOP),
+    CONST(MLX5_OPCODE_RDMA_WRITE, OP_RDMA_WRITE),
+    CONST(MLX5_OPCODE_RDMA_WRITE_IMM, OP_RDMA_WRITE_IMM),
+    CONST(MLX5_OPCODE_SEND, OP_SEND),
+    CONST(MLX5_OPCODE_RDMA_READ, OP_RDMA_READ),
+    CONST(MLX5_OPCODE_ATOMIC_CS, OP_ATOMIC_CS),
+    CONST(MLX5_OPCODE_ATOMIC_FA, OP_ATOMIC_FA),
+    CONST(MLX5_OPCODE_ATOMIC_MASKED_CS, OP_ATOMIC_MASKED_CS),
+    CONST(MLX5_OPCODE_ATOMIC_MASKED_FA, OP_ATOMIC_MASKED_FA),
+    // --- fm_ce_se
+    CONST(MLX5_WQE_CTRL_SOLICITED, CTRL_SOLICITED),
+    CONST(MLX5_WQE_CTRL_CQ_UPDATE, CTRL_CQ_UPDATE),
+    CONST(MLX5_WQE_CTRL_FENCE, CTRL_FENCE),
+    CONST(MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE, CTRL_INITIATOR_SMALL_FENCE),
+    // --- CQE opcodes
+    CONST(MLX5_CQE_REQ, CQE_REQ),
+    CONST(MLX5_CQE_RESP_WR_IMM, CQE_RESP_WR_IMM),
+    CONST(MLX5_CQE_RESP_SEND, CQE_RESP_SEND),
+    CONST(MLX5_CQE_REQ_ERR, CQE_REQ_ERR),
+    CONST(MLX5_CQE_RESP_ERR, CQE_RESP_ERR),
+    CONST(MLX5_CQE_INVALID, CQE_INVALID),
+    // --- error syndromes
+    CONST(MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR, SYND_LOCAL_LENGTH_ERR),
+    CONST(MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, SYND_LOCAL_QP_OP_ERR),
+    CONST(MLX5_CQE_SYNDROME_LOCAL_PROT_ERR, SYND_LOCAL_PROT_ERR),
+    CONST(MLX5_CQE_SYNDROME_WR_FLUSH_ERR, SYND_WR_FLUSH_ERR),
+    CONST(MLX5_CQE_SYNDROME_MW_BIND_ERR, SYND_MW_BIND_ERR),
+    CONST(MLX5_CQE_SYNDROME_BAD_RESP_ERR, SYND_BAD_RESP_ERR),
+    CONST(MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR, SYND_LOCAL_ACCESS_ERR),
+    CONST(MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR, SYND_REMOTE_INVAL_REQ_ERR),
+    CONST(MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, SYND_REMOTE_ACCESS_ERR),
+    CONST(MLX5_CQE_SYNDROME_REMOTE_OP_ERR, SYND_REMOTE_OP_ERR),
+    CONST(MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR, SYND_TRANSPORT_RETRY_EXC_ERR),
+    CONST(MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR, SYND_RNR_RETRY_EXC_ERR),
+    CONST(MLX5_CQE_SYNDROME_REMOTE_ABORTED_ERR, SYND_REMOTE_ABORTED_ERR),
+};
+const size_t rust_gin_wire_facts_len = sizeof(rust_gin_wire_facts) / sizeof(rust_gin_wire_facts[0]);
+
+// Constants mlx5dv.h does not state. rdma-core's provider sources do, in
+// files that are not installed, so the test holds the cited values.
+const rust_gin_wire_extra rust_gin_wire_extras[] = {
+    {"MAX_DS", MAX_DS, "rdma-core providers/mlx5/qp.c: be32toh(ctrl->qpn_ds) & 0x3F (6-bit DS field)"},
+    {"UAR_DB_OFFSET", UAR_DB_OFFSET, "rdma-core providers/mlx5/mlx5.h: MLX5_BF_OFFSET = 0x800"},
+};
+const size_t rust_gin_wire_extras_len = sizeof(rust_gin_wire_extras) / sizeof(rust_gin_wire_extras[0]);
+
+// The owner-bit helpers of wire.h, callable from the test.
+int rust_gin_wire_cqe_is_sw_owned(uint8_t op_own, uint32_t ci, uint32_t log_cnt) {
+  return cqe_is_sw_owned(op_own, ci, log_cnt) ? 1 : 0;
+}
+uint8_t rust_gin_wire_cqe_opcode(uint8_t op_own) { return cqe_opcode(op_own); }
+uint8_t rust_gin_wire_cqe_owner(uint8_t op_own) { return cqe_owner(op_own); }

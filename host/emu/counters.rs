@@ -1,0 +1,62 @@
+//! What crosses the emulated PCIe bus and the wire: the figures the
+//! performance numbers are made of.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+macro_rules! counters {
+    ($($(#[$doc:meta])* $name:ident),* $(,)?) => {
+        /// Live counters of one emulated NIC.
+        #[derive(Default, Debug)]
+        pub struct Counters { $($(#[$doc])* pub $name: AtomicU64,)* }
+
+        /// A snapshot of [`Counters`].
+        #[derive(Default, Debug, Clone, Copy, PartialEq, Eq)]
+        pub struct CounterSnapshot { $($(#[$doc])* pub $name: u64,)* }
+
+        impl Counters {
+            pub fn snapshot(&self) -> CounterSnapshot {
+                CounterSnapshot { $($name: self.$name.load(Ordering::Relaxed),)* }
+            }
+        }
+
+        impl CounterSnapshot {
+            /// Field-wise difference `self - earlier`.
+            pub fn since(&self, earlier: &CounterSnapshot) -> CounterSnapshot {
+                CounterSnapshot { $($name: self.$name.wrapping_sub(earlier.$name),)* }
+            }
+            /// (name, value) pairs, for reports.
+            pub fn fields(&self) -> Vec<(&'static str, u64)> {
+                vec![$((stringify!($name), self.$name),)*]
+            }
+        }
+    };
+}
+
+counters! {
+    /// 64-byte WQE blocks the NIC read from send queues (DMA reads).
+    wqebbs_read,
+    /// 8-byte doorbell writes that reached the NIC (MMIO).
+    doorbells,
+    /// Doorbells whose producer index disagreed with the doorbell record.
+    doorbell_dbr_mismatches,
+    /// Doorbell writes to a UAR page that does not belong to the named QP.
+    doorbells_misdirected,
+    /// Doorbell-record writes by the device (host memory written over the bus).
+    dbr_writes,
+    /// CQEs written, of which errors (flushes included).
+    cqes_written,
+    error_cqes,
+    /// Payload bytes the NIC moved (read from the source plus written to the target).
+    payload_bytes,
+    /// Operations executed as requester.
+    writes,
+    reads,
+    atomics,
+    nops,
+    /// Packets sent on the wire (requests and responses).
+    packets_sent,
+    /// CQE writes dropped because the CQ was full (a consumer bug).
+    cq_overruns,
+    /// Packets for an unknown QP or from an unexpected peer.
+    packets_dropped,
+}

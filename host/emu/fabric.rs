@@ -1,0 +1,156 @@
+//! The fabric between emulated NICs: ranks as threads of one process (queues
+//! in memory), or ranks as processes (rings in shared memory, shm.rs).
+//! Packets between two nodes arrive in the order they were sent; loopback to
+//! the sending node works like any other destination.
+
+use super::packet::Packet;
+use super::shm::ShmWire;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, Weak};
+
+/// Something the fabric can step (a NIC), for the deterministic mode.
+pub trait Stepper: Send + Sync {
+    /// Does all work available now; true if anything happened.
+    fn step(&self) -> bool;
+    /// Wakes a polling thread, if any (a packet or doorbell arrived).
+    fn wake(&self);
+}
+
+#[derive(Debug)]
+pub enum WireError {
+    UnknownNode(u32),
+    /// A shared-memory ring stayed full: the receiving process is stuck or gone.
+    Stalled { dst: u32, secs: u64 },
+    Closed,
+}
+
+impl std::fmt::Display for WireError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WireError::UnknownNode(n) => write!(f, "no emulated NIC with node id {n} on this fabric"),
+            WireError::Stalled { dst, secs } => {
+                write!(f, "the shared-memory wire to node {dst} stayed full for {secs} s (is that process alive?)")
+            }
+            WireError::Closed => write!(f, "the fabric is closed"),
+        }
+    }
+}
+
+struct Node {
+    inbox: Mutex<VecDeque<Packet>>,
+    nic: Weak<dyn Stepper>,
+}
+
+#[derive(Default)]
+struct Threads {
+    nodes: Mutex<Vec<Option<Arc<Node>>>>,
+}
+
+enum Kind {
+    Threads(Threads),
+    Shm(ShmWire),
+}
+
+/// A fabric handle; clones share the fabric.
+#[derive(Clone)]
+pub struct Fabric(Arc<Kind>);
+
+impl Fabric {
+    /// Ranks as threads of this process.
+    pub fn threads() -> Fabric {
+        Fabric(Arc::new(Kind::Threads(Threads::default())))
+    }
+
+    /// Ranks as processes: creates the named shared-memory fabric for up to
+    /// `max_nodes` NICs (one process creates, the others attach).
+    pub fn shm_create(name: &str, max_nodes: u32) -> std::io::Result<Fabric> {
+        Ok(Fabric(Arc::new(Kind::Shm(ShmWire::create(name, max_nodes)?))))
+    }
+
+    pub fn shm_attach(name: &str) -> std::io::Result<Fabric> {
+        Ok(Fabric(Arc::new(Kind::Shm(ShmWire::attach(name)?))))
+    }
+
+    pub fn is_shared_memory(&self) -> bool {
+        matches!(&*self.0, Kind::Shm(_))
+    }
+
+    /// Joins a NIC; returns its node id.
+    pub fn join(&self, nic: Weak<dyn Stepper>) -> Result<u32, WireError> {
+        match &*self.0 {
+            Kind::Threads(t) => {
+                let mut nodes = t.nodes.lock().unwrap_or_else(|e| e.into_inner());
+                nodes.push(Some(Arc::new(Node { inbox: Mutex::new(VecDeque::new()), nic })));
+                Ok((nodes.len() - 1) as u32)
+            }
+            Kind::Shm(s) => s.join(),
+        }
+    }
+
+    pub fn leave(&self, node: u32) {
+        match &*self.0 {
+            Kind::Threads(t) => {
+                if let Some(slot) = t.nodes.lock().unwrap_or_else(|e| e.into_inner()).get_mut(node as usize) {
+                    *slot = None;
+                }
+            }
+            Kind::Shm(s) => s.leave(node),
+        }
+    }
+
+    fn node(&self, id: u32) -> Option<Arc<Node>> {
+        match &*self.0 {
+            Kind::Threads(t) => t.nodes.lock().unwrap_or_else(|e| e.into_inner()).get(id as usize).cloned().flatten(),
+            Kind::Shm(_) => None,
+        }
+    }
+
+    pub fn send(&self, p: Packet) -> Result<(), WireError> {
+        match &*self.0 {
+            Kind::Threads(_) => {
+                let node = self.node(p.dst_node).ok_or(WireError::UnknownNode(p.dst_node))?;
+                node.inbox.lock().unwrap_or_else(|e| e.into_inner()).push_back(p);
+                if let Some(nic) = node.nic.upgrade() {
+                    nic.wake();
+                }
+                Ok(())
+            }
+            Kind::Shm(s) => s.send(&p),
+        }
+    }
+
+    /// The next packet for `node`, if any.
+    pub fn recv(&self, node: u32) -> Option<Packet> {
+        match &*self.0 {
+            Kind::Threads(_) => self.node(node)?.inbox.lock().unwrap_or_else(|e| e.into_inner()).pop_front(),
+            Kind::Shm(s) => s.recv(node),
+        }
+    }
+
+    /// Deterministic mode: steps every NIC of this (in-process) fabric until
+    /// none has work left. Returns the number of rounds that made progress.
+    pub fn step_until_idle(&self) -> usize {
+        let nics: Vec<Arc<dyn Stepper>> = match &*self.0 {
+            Kind::Threads(t) => t
+                .nodes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .flatten()
+                .filter_map(|n| n.nic.upgrade())
+                .collect(),
+            Kind::Shm(_) => Vec::new(),
+        };
+        let mut rounds = 0;
+        loop {
+            let mut progress = false;
+            for n in &nics {
+                progress |= n.step();
+            }
+            if !progress {
+                return rounds;
+            }
+            rounds += 1;
+        }
+    }
+}

@@ -1,0 +1,173 @@
+//! What travels between emulated NICs: RC request and response packets of at
+//! most one MTU of payload each, in order per QP pair.
+
+use super::wqe::AtomicKind;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Body {
+    /// One packet of an RDMA WRITE message: payload for raddr+offset.
+    Write { raddr: u64, rkey: u32, total: u64, offset: u64, last: bool, imm: Option<u32>, data: Vec<u8> },
+    Read { raddr: u64, rkey: u32, len: u64 },
+    Atomic { kind: AtomicKind, raddr: u64, rkey: u32, swap_add: u64, compare: u64 },
+    /// The whole message `msg` was executed.
+    Ack,
+    /// The message failed at the responder with this requester syndrome.
+    Nak { syndrome: u8 },
+    ReadResponse { offset: u64, last: bool, data: Vec<u8> },
+    AtomicResponse { old: u64 },
+}
+
+impl Body {
+    pub fn is_request(&self) -> bool {
+        matches!(self, Body::Write { .. } | Body::Read { .. } | Body::Atomic { .. })
+    }
+    pub fn payload_len(&self) -> usize {
+        match self {
+            Body::Write { data, .. } | Body::ReadResponse { data, .. } => data.len(),
+            _ => 0,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Packet {
+    pub src_node: u32,
+    pub dst_node: u32,
+    pub src_qpn: u32,
+    pub dst_qpn: u32,
+    /// The requester's message number, echoed in responses.
+    pub msg: u64,
+    pub body: Body,
+}
+
+// --- a flat encoding for the shared-memory wire ------------------------------
+
+const T_WRITE: u8 = 1;
+const T_READ: u8 = 2;
+const T_ATOMIC: u8 = 3;
+const T_ACK: u8 = 4;
+const T_NAK: u8 = 5;
+const T_READ_RESP: u8 = 6;
+const T_ATOMIC_RESP: u8 = 7;
+
+struct Writer(Vec<u8>);
+impl Writer {
+    fn u8(&mut self, v: u8) {
+        self.0.push(v)
+    }
+    fn u32(&mut self, v: u32) {
+        self.0.extend_from_slice(&v.to_le_bytes())
+    }
+    fn u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_le_bytes())
+    }
+    fn bytes(&mut self, d: &[u8]) {
+        self.u32(d.len() as u32);
+        self.0.extend_from_slice(d)
+    }
+}
+
+struct Reader<'a>(&'a [u8], usize);
+impl Reader<'_> {
+    fn take(&mut self, n: usize) -> Option<&[u8]> {
+        let s = self.0.get(self.1..self.1 + n)?;
+        self.1 += n;
+        Some(s)
+    }
+    fn u8(&mut self) -> Option<u8> {
+        Some(self.take(1)?[0])
+    }
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+    }
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+    fn bytes(&mut self) -> Option<Vec<u8>> {
+        let n = self.u32()? as usize;
+        Some(self.take(n)?.to_vec())
+    }
+}
+
+impl Packet {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer(Vec::with_capacity(64 + self.body.payload_len()));
+        w.u32(self.src_node);
+        w.u32(self.dst_node);
+        w.u32(self.src_qpn);
+        w.u32(self.dst_qpn);
+        w.u64(self.msg);
+        match &self.body {
+            Body::Write { raddr, rkey, total, offset, last, imm, data } => {
+                w.u8(T_WRITE);
+                w.u64(*raddr);
+                w.u32(*rkey);
+                w.u64(*total);
+                w.u64(*offset);
+                w.u8(*last as u8);
+                w.u8(imm.is_some() as u8);
+                w.u32(imm.unwrap_or(0));
+                w.bytes(data);
+            }
+            Body::Read { raddr, rkey, len } => {
+                w.u8(T_READ);
+                w.u64(*raddr);
+                w.u32(*rkey);
+                w.u64(*len);
+            }
+            Body::Atomic { kind, raddr, rkey, swap_add, compare } => {
+                w.u8(T_ATOMIC);
+                w.u8(matches!(kind, AtomicKind::CompareSwap) as u8);
+                w.u64(*raddr);
+                w.u32(*rkey);
+                w.u64(*swap_add);
+                w.u64(*compare);
+            }
+            Body::Ack => w.u8(T_ACK),
+            Body::Nak { syndrome } => {
+                w.u8(T_NAK);
+                w.u8(*syndrome);
+            }
+            Body::ReadResponse { offset, last, data } => {
+                w.u8(T_READ_RESP);
+                w.u64(*offset);
+                w.u8(*last as u8);
+                w.bytes(data);
+            }
+            Body::AtomicResponse { old } => {
+                w.u8(T_ATOMIC_RESP);
+                w.u64(*old);
+            }
+        }
+        w.0
+    }
+
+    pub fn decode(b: &[u8]) -> Option<Packet> {
+        let mut r = Reader(b, 0);
+        let (src_node, dst_node, src_qpn, dst_qpn, msg) = (r.u32()?, r.u32()?, r.u32()?, r.u32()?, r.u64()?);
+        let body = match r.u8()? {
+            T_WRITE => {
+                let (raddr, rkey, total, offset) = (r.u64()?, r.u32()?, r.u64()?, r.u64()?);
+                let last = r.u8()? != 0;
+                let has_imm = r.u8()? != 0;
+                let imm = r.u32()?;
+                Body::Write { raddr, rkey, total, offset, last, imm: has_imm.then_some(imm), data: r.bytes()? }
+            }
+            T_READ => Body::Read { raddr: r.u64()?, rkey: r.u32()?, len: r.u64()? },
+            T_ATOMIC => {
+                let kind = if r.u8()? != 0 { AtomicKind::CompareSwap } else { AtomicKind::FetchAdd };
+                Body::Atomic { kind, raddr: r.u64()?, rkey: r.u32()?, swap_add: r.u64()?, compare: r.u64()? }
+            }
+            T_ACK => Body::Ack,
+            T_NAK => Body::Nak { syndrome: r.u8()? },
+            T_READ_RESP => {
+                let offset = r.u64()?;
+                let last = r.u8()? != 0;
+                Body::ReadResponse { offset, last, data: r.bytes()? }
+            }
+            T_ATOMIC_RESP => Body::AtomicResponse { old: r.u64()? },
+            _ => return None,
+        };
+        Some(Packet { src_node, dst_node, src_qpn, dst_qpn, msg, body })
+    }
+}

@@ -1,0 +1,65 @@
+//! Bringing a [`QueueMem`] up on an emulated NIC, as the DevX provider does on
+//! hardware: a CQ and an RC QP over the caller's buffers, a UAR page of its
+//! own, and the RESET -> INIT -> RTR -> RTS walk.
+
+use super::nic::{CqSpec, EmuNic, NicError, QpSpec, QpState};
+use crate::abi::rust_gin_mlx5_sq;
+use crate::mlx5::queue::QueueMem;
+use crate::mlx5::wire::UAR_DB_OFFSET;
+
+/// A QP on an emulated NIC; destroyed (QP, CQ, UAR) on drop.
+pub struct EmuQp {
+    nic: EmuNic,
+    pub qpn: u32,
+    pub cqn: u32,
+    pub uar: usize,
+    pub mem: QueueMem,
+}
+
+impl EmuQp {
+    pub fn create(nic: &EmuNic, pd: u32, mem: QueueMem) -> Result<EmuQp, NicError> {
+        let host = |b: &crate::gpu::GpuBuf| {
+            b.host_addr().ok_or_else(|| NicError::BadArgument("the emulated NIC needs host-visible queue memory".into()))
+        };
+        let uar = nic.alloc_uar();
+        let cq_spec = CqSpec { buf: host(&mem.cq)?, log_cnt: mem.log_cq_cnt, dbrec: host(&mem.dbr)? + crate::mlx5::queue::CQ_DBREC_OFF };
+        // SAFETY: the CQ ring and record belong to `mem`, which lives in self
+        // and outlives the CQ (destroyed in drop before mem is freed).
+        let cqn = unsafe { nic.create_cq(cq_spec)? };
+        let qp_spec = QpSpec {
+            pd,
+            send_cq: cqn,
+            recv_cq: None,
+            sq_buf: host(&mem.sq)?,
+            log_wqe_cnt: mem.log_wqe_cnt,
+            dbrec: host(&mem.dbr)? + crate::mlx5::queue::QP_DBREC_OFF,
+            uar,
+        };
+        // SAFETY: as above, for the send queue and its record.
+        let qpn = unsafe { nic.create_qp(qp_spec)? };
+        Ok(EmuQp { nic: nic.clone(), qpn, cqn, uar, mem })
+    }
+
+    /// INIT -> RTR (towards `remote`) -> RTS.
+    pub fn connect(&self, remote_node: u32, remote_qpn: u32) -> Result<(), NicError> {
+        self.nic.modify_qp(self.qpn, QpState::Init, None)?;
+        self.nic.modify_qp(self.qpn, QpState::Rtr, Some((remote_node, remote_qpn)))?;
+        self.nic.modify_qp(self.qpn, QpState::Rts, None)
+    }
+
+    pub fn doorbell_addr(&self) -> u64 {
+        (self.uar + UAR_DB_OFFSET) as u64
+    }
+
+    pub fn descriptor(&self, peer: u32, error: u64, timeout_ns: u64) -> rust_gin_mlx5_sq {
+        self.mem.descriptor(self.qpn, self.cqn, self.doorbell_addr(), peer, error, timeout_ns)
+    }
+}
+
+impl Drop for EmuQp {
+    fn drop(&mut self) {
+        let _ = self.nic.destroy_qp(self.qpn);
+        let _ = self.nic.destroy_cq(self.cqn);
+        self.nic.free_uar(self.uar);
+    }
+}

@@ -1,0 +1,126 @@
+//! GPU-visible memory. Everything a kernel reads or writes (queue rings,
+//! doorbell records, descriptors, signals, counters) is allocated here:
+//! through HIP where a GPU exists (host-pinned or device memory), or as plain
+//! host memory when the emulated NIC runs on a machine without a GPU.
+
+use crate::mem::DmaBuf;
+
+/// Where a buffer lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// Host memory the GPU and NIC reach over PCIe (hipHostMalloc, coherent);
+    /// rocSHMEM's default for queues.
+    HostPinned,
+    /// GPU memory (hipMalloc); the host reaches it only by copies.
+    Device,
+}
+
+/// One GPU-visible allocation.
+pub struct GpuBuf {
+    /// CPU-visible address, when the CPU can access the memory directly.
+    host: Option<usize>,
+    /// The address kernels (and the NIC, after registration) use.
+    dev: u64,
+    len: usize,
+    placement: Placement,
+    _backing: Backing,
+}
+
+enum Backing {
+    Host(#[allow(dead_code)] DmaBuf), // owned for its lifetime only
+}
+
+impl GpuBuf {
+    pub fn dev_addr(&self) -> u64 {
+        self.dev
+    }
+    pub fn host_addr(&self) -> Option<usize> {
+        self.host
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    pub fn placement(&self) -> Placement {
+        self.placement
+    }
+
+    fn host_ptr(&self, off: usize, len: usize) -> *mut u8 {
+        assert!(off.checked_add(len).is_some_and(|e| e <= self.len), "GpuBuf access out of bounds");
+        let base = self.host.expect("host access to device-only memory goes through copies");
+        (base + off) as *mut u8
+    }
+
+    /// Copies `data` to `off` (a host store, or a copy to device memory).
+    pub fn write(&self, off: usize, data: &[u8]) {
+        let p = self.host_ptr(off, data.len());
+        // SAFETY: in bounds (checked) of a live allocation owned by self.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) };
+    }
+
+    pub fn read(&self, off: usize, out: &mut [u8]) {
+        let p = self.host_ptr(off, out.len());
+        // SAFETY: in bounds (checked) of a live allocation owned by self.
+        unsafe { std::ptr::copy_nonoverlapping(p, out.as_mut_ptr(), out.len()) };
+    }
+
+    /// Writes a plain-old-data value (a descriptor) at `off`.
+    pub fn write_pod<T: Copy>(&self, off: usize, v: &T) {
+        // SAFETY: T is Copy (plain data); we view its bytes for the copy.
+        let bytes = unsafe { std::slice::from_raw_parts(v as *const T as *const u8, std::mem::size_of::<T>()) };
+        self.write(off, bytes);
+    }
+
+    pub fn read_pod<T: Copy + Default>(&self, off: usize) -> T {
+        let mut v = T::default();
+        // SAFETY: T is Copy (plain data); we fill its bytes from the buffer.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(&mut v as *mut T as *mut u8, std::mem::size_of::<T>()) };
+        self.read(off, bytes);
+        v
+    }
+
+    /// The 64-bit word at `off` as an atomic, for host-visible memory.
+    pub fn atomic_u64(&self, off: usize) -> &std::sync::atomic::AtomicU64 {
+        assert!(off % 8 == 0, "misaligned atomic");
+        let p = self.host_ptr(off, 8);
+        // SAFETY: aligned, in bounds, alive as long as self.
+        unsafe { std::sync::atomic::AtomicU64::from_ptr(p as *mut u64) }
+    }
+    pub fn atomic_u32(&self, off: usize) -> &std::sync::atomic::AtomicU32 {
+        assert!(off % 4 == 0, "misaligned atomic");
+        let p = self.host_ptr(off, 4);
+        // SAFETY: aligned, in bounds, alive as long as self.
+        unsafe { std::sync::atomic::AtomicU32::from_ptr(p as *mut u32) }
+    }
+}
+
+impl std::fmt::Debug for GpuBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "GpuBuf({:?}, dev {:#x}, {} bytes)", self.placement, self.dev, self.len)
+    }
+}
+
+/// Allocates GPU-visible memory.
+pub trait Allocator: Send + Sync {
+    fn alloc(&self, len: usize, align: usize, placement: Placement) -> std::io::Result<GpuBuf>;
+    /// Human-readable, for logs.
+    fn describe(&self) -> String;
+}
+
+/// Plain host memory standing in for GPU memory (no GPU on this machine):
+/// the CPU and the emulated NIC see the same addresses a kernel would.
+#[derive(Default)]
+pub struct HostMemory;
+
+impl Allocator for HostMemory {
+    fn alloc(&self, len: usize, align: usize, placement: Placement) -> std::io::Result<GpuBuf> {
+        let b = DmaBuf::new(len, align.max(64));
+        let addr = b.addr();
+        Ok(GpuBuf { host: Some(addr), dev: addr as u64, len, placement, _backing: Backing::Host(b) })
+    }
+    fn describe(&self) -> String {
+        "host memory (no GPU)".into()
+    }
+}

@@ -1,0 +1,92 @@
+//! The memory of one RC queue pair as the device code and the NIC share it,
+//! and the descriptor kernels read (abi::rust_gin_mlx5_sq). Provider-neutral:
+//! the emulated NIC and the DevX provider both register these buffers.
+
+use crate::abi::{rust_gin_mlx5_sq, rust_gin_mlx5_sq_state};
+use crate::gpu::{Allocator, GpuBuf, Placement};
+use crate::mlx5::wire::{CQE_SIZE, SEND_WQE_BB};
+
+/// Offsets in the 64-byte doorbell-record block: the QP's be32[2] record and,
+/// on its own 32 bytes, the CQ's.
+pub const QP_DBREC_OFF: usize = 0;
+pub const CQ_DBREC_OFF: usize = 32;
+
+/// Queue depths are clamped to this range (WQEBBs).
+pub const MIN_LOG_DEPTH: u32 = 6;
+pub const MAX_LOG_DEPTH: u32 = 15;
+
+pub struct QueueMem {
+    pub log_wqe_cnt: u32,
+    pub log_cq_cnt: u32,
+    /// The send queue ring (NIC-read).
+    pub sq: GpuBuf,
+    /// The completion ring (NIC-written).
+    pub cq: GpuBuf,
+    /// QP and CQ doorbell records.
+    pub dbr: GpuBuf,
+    /// Producer/consumer counters, touched by device code only.
+    pub state: GpuBuf,
+}
+
+/// log2 of the queue depth for a requested number of WQEs (rounded up to a
+/// power of two and clamped).
+pub fn log_depth_for(requested: u32) -> u32 {
+    let r = requested.max(1).next_power_of_two().trailing_zeros();
+    r.clamp(MIN_LOG_DEPTH, MAX_LOG_DEPTH)
+}
+
+impl QueueMem {
+    /// A queue of 2^log_wqe_cnt WQEBBs with a CQ of the same depth (enough
+    /// for one CQE per WQE, which is what flushing after an error writes).
+    pub fn new(alloc: &dyn Allocator, log_wqe_cnt: u32, rings: Placement) -> std::io::Result<QueueMem> {
+        let log_wqe_cnt = log_wqe_cnt.clamp(MIN_LOG_DEPTH, MAX_LOG_DEPTH);
+        let log_cq_cnt = log_wqe_cnt;
+        let sq = alloc.alloc(SEND_WQE_BB << log_wqe_cnt, 4096, rings)?;
+        let cq = alloc.alloc(CQE_SIZE << log_cq_cnt, 4096, rings)?;
+        let dbr = alloc.alloc(64, 64, rings)?;
+        let state = alloc.alloc(std::mem::size_of::<rust_gin_mlx5_sq_state>(), 128, Placement::Device)?;
+        Ok(QueueMem { log_wqe_cnt, log_cq_cnt, sq, cq, dbr, state })
+    }
+
+    pub fn qp_dbrec(&self) -> u64 {
+        self.dbr.dev_addr() + QP_DBREC_OFF as u64
+    }
+    pub fn cq_dbrec(&self) -> u64 {
+        self.dbr.dev_addr() + CQ_DBREC_OFF as u64
+    }
+
+    /// What a kernel needs to post to this queue.
+    #[allow(clippy::too_many_arguments)]
+    pub fn descriptor(
+        &self,
+        qpn: u32,
+        cqn: u32,
+        uar_db: u64,
+        peer: u32,
+        error: u64,
+        timeout_ns: u64,
+    ) -> rust_gin_mlx5_sq {
+        rust_gin_mlx5_sq {
+            wqe_buf: self.sq.dev_addr(),
+            dbrec: self.qp_dbrec(),
+            uar_db,
+            cq_buf: self.cq.dev_addr(),
+            cq_dbrec: self.cq_dbrec(),
+            state: self.state.dev_addr(),
+            error,
+            qpn,
+            log_wqe_cnt: self.log_wqe_cnt,
+            cqn,
+            log_cq_cnt: self.log_cq_cnt,
+            peer,
+            // A CQE at least once per quarter of the queue (see sq.h).
+            log_signal_period: self.log_wqe_cnt - 2,
+            timeout_ns,
+        }
+    }
+
+    /// The device-side counters, for tests and diagnostics.
+    pub fn state_snapshot(&self) -> rust_gin_mlx5_sq_state {
+        self.state.read_pod(0)
+    }
+}
