@@ -118,7 +118,8 @@ fn cxx_extras() -> Vec<(String, u64, String)> {
 /// Where `needle` (a field's big-endian bytes) sits in an encoded segment:
 /// the offset the Rust encoder actually uses for that field.
 fn measured_offset(encoded: &[u8], needle: &[u8]) -> u64 {
-    let hits: Vec<usize> = (0..=encoded.len() - needle.len()).filter(|&i| &encoded[i..i + needle.len()] == needle).collect();
+    let hits: Vec<usize> =
+        (0..=encoded.len() - needle.len()).filter(|&i| &encoded[i..i + needle.len()] == needle).collect();
     assert_eq!(hits.len(), 1, "marker {needle:02x?} must occur once in {encoded:02x?}");
     hits[0] as u64
 }
@@ -161,9 +162,21 @@ fn rust_rows() -> Vec<Row> {
         rust_row!("sizeof(mlx5_err_cqe)", CQE_SIZE),
         // A DS is one octoword: exactly one data segment.
         rust_row!("sizeof(mlx5_wqe_data_seg)", SEND_DS_BYTES),
-        Row::new("sizeof(mlx5_wqe_raddr_seg)", "RaddrSeg::encode().len()", RaddrSeg { raddr: 0, rkey: 0 }.encode().len() as u64),
-        Row::new("sizeof(mlx5_wqe_data_seg)", "DataSeg::encode().len()", DataSeg { byte_count: 0, lkey: 0, addr: 0 }.encode().len() as u64),
-        Row::new("sizeof(mlx5_wqe_atomic_seg)", "AtomicSeg::encode().len()", AtomicSeg { swap_add: 0, compare: 0 }.encode().len() as u64),
+        Row::new(
+            "sizeof(mlx5_wqe_raddr_seg)",
+            "RaddrSeg::encode().len()",
+            RaddrSeg { raddr: 0, rkey: 0 }.encode().len() as u64,
+        ),
+        Row::new(
+            "sizeof(mlx5_wqe_data_seg)",
+            "DataSeg::encode().len()",
+            DataSeg { byte_count: 0, lkey: 0, addr: 0 }.encode().len() as u64,
+        ),
+        Row::new(
+            "sizeof(mlx5_wqe_atomic_seg)",
+            "AtomicSeg::encode().len()",
+            AtomicSeg { swap_add: 0, compare: 0 }.encode().len() as u64,
+        ),
         Row::new("sizeof(mlx5_wqe_inl_data_seg)", "inline_header().len()", inline_header(0).len() as u64),
         // control segment
         rust_row!("offsetof(mlx5_wqe_ctrl_seg.opmod_idx_opcode)", ctrl_off::OPMOD_IDX_OPCODE),
@@ -253,7 +266,11 @@ const OUTSIDE_MLX5DV: &[(&str, u64, &str)] = &[
     ("MAX_DS", 0x3f, "rdma-core providers/mlx5/qp.c reads the DS field as be32toh(ctrl->qpn_ds) & 0x3F"),
     ("UAR_DB_OFFSET", 0x800, "rdma-core providers/mlx5/mlx5.h: MLX5_BF_OFFSET = 0x800"),
     ("ctrl::CE_MASK", 3 << 2, "fm_ce_se bits 3:2 (CE); MLX5_WQE_CTRL_CQ_UPDATE = 2 << 2 is one of its values"),
-    ("ctrl::FM_MASK", 7 << 5, "fm_ce_se bits 7:5 (FM); MLX5_WQE_CTRL_FENCE = 4 << 5 and INITIATOR_SMALL_FENCE = 1 << 5 are two of its values"),
+    (
+        "ctrl::FM_MASK",
+        7 << 5,
+        "fm_ce_se bits 7:5 (FM); MLX5_WQE_CTRL_FENCE = 4 << 5 and INITIATOR_SMALL_FENCE = 1 << 5 are two of its values",
+    ),
 ];
 
 /// The Rust values of [`OUTSIDE_MLX5DV`], by name.
@@ -289,10 +306,8 @@ fn compare(oracle: &[(String, u64)], ours: &[Row], side: &str) -> Vec<String> {
     for r in ours {
         match by_name.get(r.oracle.as_str()) {
             None => problems.push(format!("unchecked: {side} {} claims {}, which the oracle lacks", r.ours, r.oracle)),
-            Some(&v) if v != r.value => problems.push(format!(
-                "mismatch: {side} {} = {:#x}, rdma-core {} = {:#x}",
-                r.ours, r.value, r.oracle, v
-            )),
+            Some(&v) if v != r.value => problems
+                .push(format!("mismatch: {side} {} = {:#x}, rdma-core {} = {:#x}", r.ours, r.value, r.oracle, v)),
             Some(_) => {}
         }
     }
@@ -558,7 +573,9 @@ fn bindgen_layouts_agree_with_rdma_core() {
     // Every layout fact is covered, except the control segment's fields:
     // bindgen keeps that packed-and-aligned struct opaque (build/bindings.rs).
     for (name, _) in &oracle {
-        if name.starts_with("sizeof(") || (name.starts_with("offsetof(") && !name.starts_with("offsetof(mlx5_wqe_ctrl_seg.")) {
+        if name.starts_with("sizeof(")
+            || (name.starts_with("offsetof(") && !name.starts_with("offsetof(mlx5_wqe_ctrl_seg."))
+        {
             assert!(facts.iter().any(|(n, _)| n == name), "no bindgen check for {name}");
         }
     }
@@ -642,7 +659,7 @@ unsafe fn rdma_core_set_atomic_seg(aseg: *mut dv::mlx5_wqe_atomic_seg, cmp_and_s
 unsafe fn rdma_core_set_data_inl_seg(seg: *mut u8, data: &[u8]) -> u8 {
     let hdr = seg as *mut dv::mlx5_wqe_inl_data_seg;
     std::ptr::copy_nonoverlapping(data.as_ptr(), seg.add(size_of::<dv::mlx5_wqe_inl_data_seg>()), data.len());
-    (*hdr).byte_count = (data.len() as u32 | dv::MLX5_INLINE_SEG as u32).to_be();
+    (*hdr).byte_count = (data.len() as u32 | dv::MLX5_INLINE_SEG).to_be();
     ((data.len() + size_of::<u32>()).div_ceil(16)) as u8
 }
 
@@ -765,22 +782,15 @@ fn rust_twin_wqe(c: &Case) -> [u8; 64] {
             let compare = if r.opcode == opcode::ATOMIC_CS { r.operand1 } else { 0 };
             w[off..off + ATOMIC_SEG_SIZE].copy_from_slice(&AtomicSeg { swap_add: r.operand0, compare }.encode());
             off += ATOMIC_SEG_SIZE;
-            w[off..off + DATA_SEG_SIZE].copy_from_slice(&DataSeg { byte_count: 8, lkey: r.lkey, addr: r.laddr }.encode());
+            w[off..off + DATA_SEG_SIZE]
+                .copy_from_slice(&DataSeg { byte_count: 8, lkey: r.lkey, addr: r.laddr }.encode());
             off += DATA_SEG_SIZE;
         }
         op => panic!("no Rust composition for opcode {op:#x}"),
     }
     let ds = (off / SEND_DS_BYTES) as u8;
-    let ctrl_seg = CtrlSeg {
-        opmod: 0,
-        wqe_index: c.index,
-        opcode: r.opcode,
-        qpn: c.qpn,
-        ds,
-        signature: 0,
-        fm_ce_se: fm,
-        imm,
-    };
+    let ctrl_seg =
+        CtrlSeg { opmod: 0, wqe_index: c.index, opcode: r.opcode, qpn: c.qpn, ds, signature: 0, fm_ce_se: fm, imm };
     w[..CTRL_SEG_SIZE].copy_from_slice(&ctrl_seg.encode());
     w
 }
@@ -805,15 +815,23 @@ fn check_case(c: &Case) -> Result<(), String> {
     let twin = rust_twin_wqe(c);
     let mut err = String::new();
     if dev != oracle {
-        err += &format!("device build_wqe differs from rdma-core (* = differs):\n{}rdma-core:\n{}", hexdump(&dev, &oracle), hexdump(&oracle, &dev));
+        err += &format!(
+            "device build_wqe differs from rdma-core (* = differs):\n{}rdma-core:\n{}",
+            hexdump(&dev, &oracle),
+            hexdump(&oracle, &dev)
+        );
     }
     if twin != oracle {
-        err += &format!("Rust twin differs from rdma-core (* = differs):\n{}rdma-core:\n{}", hexdump(&twin, &oracle), hexdump(&oracle, &twin));
+        err += &format!(
+            "Rust twin differs from rdma-core (* = differs):\n{}rdma-core:\n{}",
+            hexdump(&twin, &oracle),
+            hexdump(&oracle, &twin)
+        );
     }
     if err.is_empty() {
         Ok(())
     } else {
-        Err(format!("{c:?}\n{err}"))
+        Err(format!("{c:x?}\n{err}"))
     }
 }
 
@@ -915,7 +933,8 @@ fn the_wqe_oracle_depends_on_every_input() {
     let mut v = base;
     v.req.opcode = opcode::ATOMIC_FA;
     variants.push(("opcode", v));
-    let fields: [(&str, fn(&mut rust_gin_mlx5_request)); 6] = [
+    type Tweak = fn(&mut rust_gin_mlx5_request);
+    let fields: [(&str, Tweak); 6] = [
         ("lkey", |r| r.lkey ^= 1),
         ("rkey", |r| r.rkey ^= 1),
         ("laddr", |r| r.laddr ^= 1 << 40),
@@ -969,7 +988,13 @@ fn random_wqes_match_rdma_core_byte_for_byte() {
     let values = (any::<u64>(), any::<u64>(), any::<u32>(), any::<u32>());
     let queue = (any::<u16>(), 0u32..=0x00ff_ffff, any::<bool>());
     let strategy = (shape, flags, keys, values, queue).prop_map(
-        |((op, inline_len), flags, (lkey, rkey, laddr, raddr), (operand0, operand1, imm, length), (index, qpn, cq_update))| {
+        |(
+            (op, inline_len),
+            flags,
+            (lkey, rkey, laddr, raddr),
+            (operand0, operand1, imm, length),
+            (index, qpn, cq_update),
+        )| {
             let mut req = rust_gin_mlx5_request {
                 opcode: op,
                 flags,
@@ -1052,7 +1077,10 @@ fn good_cqe_reads_back_through_rdma_core() {
             };
             let mut b = CqeBuf(cqe.encode(owner));
             assert_eq!(b.owner(), owner);
-            assert_eq!(b.opcode() as u32, if op == cqe_opcode::REQ { dv::MLX5_CQE_REQ } else { dv::MLX5_CQE_RESP_WR_IMM });
+            assert_eq!(
+                b.opcode() as u32,
+                if op == cqe_opcode::REQ { dv::MLX5_CQE_REQ } else { dv::MLX5_CQE_RESP_WR_IMM }
+            );
             // SAFETY: the buffer is a struct mlx5_cqe64.
             unsafe {
                 let p = b.cqe64();
@@ -1073,7 +1101,7 @@ fn good_cqe_reads_back_through_rdma_core() {
             assert_eq!(op_own, (op << 4) | owner);
             assert_eq!(Cqe::parse(&b.0), cqe);
             // Nothing else is written.
-            let mut written = vec![false; 64];
+            let mut written = [false; 64];
             for (fact, len) in [
                 ("offsetof(mlx5_cqe64.imm_inval_pkey)", 4),
                 ("offsetof(mlx5_cqe64.byte_cnt)", 4),
@@ -1109,7 +1137,8 @@ fn error_cqe_reads_back_through_rdma_core() {
         syndrome::REMOTE_ABORTED_ERR,
     ];
     for (i, &synd) in syndromes.iter().enumerate() {
-        for (op, dv_op) in [(cqe_opcode::REQ_ERR, dv::MLX5_CQE_REQ_ERR), (cqe_opcode::RESP_ERR, dv::MLX5_CQE_RESP_ERR)] {
+        for (op, dv_op) in [(cqe_opcode::REQ_ERR, dv::MLX5_CQE_REQ_ERR), (cqe_opcode::RESP_ERR, dv::MLX5_CQE_RESP_ERR)]
+        {
             let cqe = Cqe {
                 opcode: op,
                 qpn: 0x00fe_dcba,
@@ -1167,8 +1196,16 @@ fn owner_rule_agrees_with_rdma_core_for_every_op_own() {
             b.0[cqe_off::OP_OWN] = op_own;
             for ci in (0..4 * ncqe).chain([u32::MAX - 1, u32::MAX]) {
                 let expected = rdma_core_sw_owned(&mut b, ci, log_cnt);
-                assert_eq!(cqe_is_sw_owned(op_own, ci, log_cnt), expected, "wire.rs: op_own {op_own:#x} ci {ci} log {log_cnt}");
-                assert_eq!(cxx_sw_owned(op_own, ci, log_cnt), expected, "wire.h: op_own {op_own:#x} ci {ci} log {log_cnt}");
+                assert_eq!(
+                    cqe_is_sw_owned(op_own, ci, log_cnt),
+                    expected,
+                    "wire.rs: op_own {op_own:#x} ci {ci} log {log_cnt}"
+                );
+                assert_eq!(
+                    cxx_sw_owned(op_own, ci, log_cnt),
+                    expected,
+                    "wire.h: op_own {op_own:#x} ci {ci} log {log_cnt}"
+                );
             }
             // SAFETY: pure functions.
             unsafe {
@@ -1192,7 +1229,11 @@ fn owner_rule_on_an_initialised_cq_across_two_wraps() {
     }
     let owned = |slot: &mut CqeBuf, ci: u32| {
         let op_own = slot.0[cqe_off::OP_OWN];
-        let (rust, cxx, rdma) = (cqe_is_sw_owned(op_own, ci, log_cnt), cxx_sw_owned(op_own, ci, log_cnt), rdma_core_sw_owned(slot, ci, log_cnt));
+        let (rust, cxx, rdma) = (
+            cqe_is_sw_owned(op_own, ci, log_cnt),
+            cxx_sw_owned(op_own, ci, log_cnt),
+            rdma_core_sw_owned(slot, ci, log_cnt),
+        );
         assert_eq!(rust, rdma, "wire.rs vs rdma-core at ci {ci}, op_own {op_own:#x}");
         assert_eq!(cxx, rdma, "wire.h vs rdma-core at ci {ci}, op_own {op_own:#x}");
         rdma
