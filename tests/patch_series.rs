@@ -1,0 +1,912 @@
+//! The RCCL patch series (patches/) without RCCL: every patch parses as a
+//! `git format-patch` mail with consistent hunks, touches only the files this
+//! table expects, adds GIN type 8 as shared/reference/contracts.md fixes it,
+//! and its device header compiles for the GPU against minimal stand-ins of the
+//! RCCL types (tests/fixtures/rccl_stubs/), every specialisation instantiated.
+//! The header's copy of the device ABI is compared, declaration by
+//! declaration, with device/include/rust_gin/rust_gin_device.h and abi/; the
+//! comparison is shown to catch a change on either side.
+//!
+//! With RCCL_SRC naming an RCCL git checkout, one more test applies the series
+//! to a copy of it with scripts/apply-rccl-patches.sh and fails on drift.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Contract values (shared/reference/contracts.md): the GIN type and the new
+/// NCCL_GIN_MAX_TYPES.
+const GIN_TYPE_RUST: u32 = 8;
+const GIN_MAX_TYPES: u32 = 9;
+/// The host vtable symbol that librccl_rust_gin.a exports.
+const HOST_VTABLE: &str = "ncclGinRustPlugin_v14";
+const PIN: &str = "66e4315fa6f05511f37860f8ceebfa26805fbca1";
+
+/// Which files each patch may touch (paths relative to the rocm-systems root).
+const EXPECTED_FILES: &[(&str, &[&str])] = &[
+    ("0001", &["projects/rccl/src/include/nccl_device/core.h", "projects/rccl/src/include/nccl_device/net_device.h"]),
+    ("0002", &["projects/rccl/src/gin/gin_host.cc"]),
+    ("0003", &["projects/rccl/src/plugin/gin.cc"]),
+    (
+        "0004",
+        &[
+            "projects/rccl/src/CMakeLists.txt",
+            "projects/rccl/src/include/nccl_device/gin/gin_device_api.h",
+            "projects/rccl/src/include/nccl_device/gin/gin_device_common.h",
+            "projects/rccl/src/include/nccl_device/gin/rust/gin_rust.h",
+            "projects/rccl/src/include/nccl_device/gin/rust/gin_rust_device_abi.h",
+        ],
+    ),
+    (
+        "0005",
+        &[
+            "projects/rccl/CMakeLists.txt",
+            "projects/rccl/cmake/DeviceLinker.cmake",
+            "projects/rccl/cmake/RustGin.cmake",
+            "projects/rccl/src/CMakeLists.txt",
+        ],
+    ),
+    ("0006", &["projects/rccl/install.sh"]),
+    ("0007", &["projects/rccl/test/host/CMakeLists.txt", "projects/rccl/test/host/gin-host-version-test.cc"]),
+    ("0008", &["projects/rccl/docs/how-to/device-api-gin.rst", "projects/rccl/src/gin/README.md"]),
+];
+
+const NEW_DEVICE_HEADER: &str = "projects/rccl/src/include/nccl_device/gin/rust/gin_rust.h";
+const NEW_ABI_HEADER: &str = "projects/rccl/src/include/nccl_device/gin/rust/gin_rust_device_abi.h";
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+}
+
+// ---------------------------------------------------------------------------
+// Parsing a format-patch mail
+// ---------------------------------------------------------------------------
+
+#[derive(Debug)]
+struct Hunk {
+    old_start: usize,
+    new_start: usize,
+    lines: Vec<String>,
+}
+
+#[derive(Debug)]
+struct FileDiff {
+    path: String,
+    new_file: bool,
+    hunks: Vec<Hunk>,
+}
+
+impl FileDiff {
+    fn added(&self) -> Vec<&str> {
+        self.lines_with('+')
+    }
+    fn removed(&self) -> Vec<&str> {
+        self.lines_with('-')
+    }
+    fn lines_with(&self, sign: char) -> Vec<&str> {
+        self.hunks.iter().flat_map(|h| h.lines.iter()).filter_map(|l| l.strip_prefix(sign)).collect()
+    }
+    /// The content of a file the patch creates.
+    fn new_content(&self) -> String {
+        assert!(self.new_file, "{} is not a new file", self.path);
+        let mut s = String::new();
+        for l in self.added() {
+            s.push_str(l);
+            s.push('\n');
+        }
+        s
+    }
+}
+
+#[derive(Debug)]
+struct Patch {
+    name: String,
+    subject: String,
+    body: String,
+    files: Vec<FileDiff>,
+}
+
+impl Patch {
+    fn file(&self, path: &str) -> &FileDiff {
+        self.files.iter().find(|f| f.path == path).unwrap_or_else(|| panic!("{}: no diff for {path}", self.name))
+    }
+}
+
+fn parse_range(s: &str) -> Result<(usize, usize), String> {
+    let (start, count) = match s.split_once(',') {
+        Some((a, b)) => (a, b),
+        None => (s, "1"),
+    };
+    Ok((
+        start.parse().map_err(|_| format!("bad range start {s:?}"))?,
+        count.parse().map_err(|_| format!("bad range count {s:?}"))?,
+    ))
+}
+
+/// Parses one `git format-patch` mail. Errors name the patch and the line.
+fn parse_patch(name: &str, text: &str) -> Result<Patch, String> {
+    let err = |n: usize, what: &str| format!("{name}:{}: {what}", n + 1);
+    let lines: Vec<&str> = text.lines().collect();
+    if !lines.first().is_some_and(|l| l.starts_with("From ") && l.ends_with("Mon Sep 17 00:00:00 2001")) {
+        return Err(err(0, "not a format-patch mail (no 'From <sha> Mon Sep 17 00:00:00 2001' line)"));
+    }
+    let mut i = 1;
+    let mut headers: BTreeMap<String, String> = BTreeMap::new();
+    let mut last: Option<String> = None;
+    while i < lines.len() && !lines[i].is_empty() {
+        let l = lines[i];
+        if l.starts_with(' ') {
+            // A folded header line continues the previous header.
+            let key = last.clone().ok_or_else(|| err(i, "continuation before any header"))?;
+            headers.get_mut(&key).unwrap().push_str(l);
+        } else {
+            let (k, v) = l.split_once(": ").ok_or_else(|| err(i, "bad header line"))?;
+            headers.insert(k.to_string(), v.to_string());
+            last = Some(k.to_string());
+        }
+        i += 1;
+    }
+    for h in ["From", "Date", "Subject"] {
+        if !headers.contains_key(h) {
+            return Err(err(i, &format!("missing {h}: header")));
+        }
+    }
+    let subject = headers["Subject"].clone();
+    i += 1;
+    let body_start = i;
+    while i < lines.len() && lines[i] != "---" {
+        i += 1;
+    }
+    if i == lines.len() {
+        return Err(err(i, "no '---' line after the commit message"));
+    }
+    let body = lines[body_start..i].join("\n");
+    while i < lines.len() && !lines[i].starts_with("diff --git ") {
+        i += 1;
+    }
+    // A signature ("-- " and the git version) may close the mail.
+    let end = lines.iter().rposition(|l| *l == "-- ").filter(|&e| e > i).unwrap_or(lines.len());
+    let lines = &lines[..end];
+    let mut files = Vec::new();
+    while i < lines.len() {
+        let l = lines[i];
+        let rest = l.strip_prefix("diff --git a/").ok_or_else(|| err(i, "expected 'diff --git'"))?;
+        let (a, b) = rest.split_once(" b/").ok_or_else(|| err(i, "bad diff --git line"))?;
+        if a != b {
+            return Err(err(i, "renames are not expected"));
+        }
+        let path = a.to_string();
+        i += 1;
+        let mut new_file = false;
+        let mut saw_index = false;
+        while i < lines.len() && !lines[i].starts_with("--- ") {
+            let h = lines[i];
+            if h.starts_with("new file mode ") {
+                new_file = true;
+            } else if h.starts_with("index ") {
+                saw_index = true;
+            } else if h.starts_with("deleted file mode") || h.starts_with("old mode") || h.starts_with("new mode") {
+                return Err(err(i, &format!("unexpected extended header {h:?}")));
+            } else {
+                return Err(err(i, &format!("unknown extended header {h:?}")));
+            }
+            i += 1;
+        }
+        if !saw_index {
+            return Err(err(i, "no index line"));
+        }
+        let minus = lines.get(i).ok_or_else(|| err(i, "missing --- line"))?;
+        let expect_minus = if new_file { "--- /dev/null".to_string() } else { format!("--- a/{path}") };
+        if *minus != expect_minus {
+            return Err(err(i, &format!("expected {expect_minus:?}, got {minus:?}")));
+        }
+        i += 1;
+        let plus = lines.get(i).ok_or_else(|| err(i, "missing +++ line"))?;
+        if *plus != format!("+++ b/{path}") {
+            return Err(err(i, &format!("bad +++ line {plus:?}")));
+        }
+        i += 1;
+        let mut hunks = Vec::new();
+        while i < lines.len() && lines[i].starts_with("@@ ") {
+            let header = lines[i];
+            let inner = header
+                .strip_prefix("@@ -")
+                .and_then(|r| r.split_once(" @@"))
+                .map(|(r, _)| r)
+                .ok_or_else(|| err(i, "bad hunk header"))?;
+            let (old, new) = inner.split_once(" +").ok_or_else(|| err(i, "bad hunk header"))?;
+            let (old_start, old_count) = parse_range(old).map_err(|e| err(i, &e))?;
+            let (new_start, new_count) = parse_range(new).map_err(|e| err(i, &e))?;
+            let at = i;
+            i += 1;
+            let (mut o, mut n) = (0, 0);
+            let mut body = Vec::new();
+            while i < lines.len() && (o < old_count || n < new_count) {
+                let h = lines[i];
+                match h.chars().next() {
+                    Some(' ') => {
+                        o += 1;
+                        n += 1
+                    }
+                    Some('-') => o += 1,
+                    Some('+') => n += 1,
+                    Some('\\') => {}
+                    None => return Err(err(i, "empty line inside a hunk (a context line lost its space)")),
+                    _ => return Err(err(i, &format!("bad hunk line {h:?}"))),
+                }
+                body.push(h.to_string());
+                i += 1;
+            }
+            if o != old_count || n != new_count {
+                return Err(err(
+                    at,
+                    &format!("hunk {header:?} announces -{old_count} +{new_count} lines, has -{o} +{n}"),
+                ));
+            }
+            while i < lines.len() && lines[i].starts_with('\\') {
+                i += 1;
+            }
+            if new_file && (old_start, old_count) != (0, 0) {
+                return Err(err(at, "a new file's hunk must start at -0,0"));
+            }
+            hunks.push(Hunk { old_start, new_start, lines: body });
+        }
+        if hunks.is_empty() {
+            return Err(err(i, &format!("{path}: no hunks")));
+        }
+        // Hunks in order and not overlapping.
+        for w in hunks.windows(2) {
+            if w[1].old_start <= w[0].old_start || w[1].new_start <= w[0].new_start {
+                return Err(format!("{name}: {path}: hunks out of order"));
+            }
+        }
+        files.push(FileDiff { path, new_file, hunks });
+        // Anything between file diffs other than the next diff is an error,
+        // except trailing blank lines at the very end.
+        while i < lines.len() && lines[i].is_empty() {
+            i += 1;
+        }
+    }
+    Ok(Patch { name: name.to_string(), subject, body, files })
+}
+
+fn series_names() -> Vec<String> {
+    read(&root().join("patches/series"))
+        .lines()
+        .map(|l| l.split('#').next().unwrap().trim().to_string())
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+fn series() -> Vec<Patch> {
+    series_names()
+        .iter()
+        .map(|n| parse_patch(n, &read(&root().join("patches").join(n))).unwrap_or_else(|e| panic!("{e}")))
+        .collect()
+}
+
+fn patch<'a>(all: &'a [Patch], number: &str) -> &'a Patch {
+    all.iter().find(|p| p.name.starts_with(number)).unwrap_or_else(|| panic!("no patch {number}"))
+}
+
+#[test]
+fn series_file_lists_every_patch_in_order() {
+    let listed = series_names();
+    let mut on_disk: Vec<String> = std::fs::read_dir(root().join("patches"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".patch"))
+        .collect();
+    on_disk.sort();
+    assert_eq!(listed, on_disk, "patches/series must list every .patch file, in order");
+    for (i, name) in listed.iter().enumerate() {
+        assert!(name.starts_with(&format!("{:04}-", i + 1)), "{name} is not number {}", i + 1);
+    }
+    assert_eq!(listed.len(), EXPECTED_FILES.len(), "the table of expected files covers every patch");
+}
+
+#[test]
+fn every_patch_parses_with_a_message_that_says_why() {
+    let all = series();
+    let n = all.len();
+    for (i, p) in all.iter().enumerate() {
+        let tag = format!("[PATCH {}/{n}] ", i + 1);
+        assert!(p.subject.starts_with(&tag), "{}: subject {:?} should start with {tag:?}", p.name, p.subject);
+        let words = p.body.split_whitespace().count();
+        assert!(words >= 30, "{}: the commit message says too little ({words} words) about why", p.name);
+        assert!(!p.files.is_empty(), "{}: no diffs", p.name);
+    }
+}
+
+#[test]
+fn hunk_parser_rejects_inconsistent_counts() {
+    let good = read(&root().join("patches").join(&series_names()[0]));
+    parse_patch("good", &good).unwrap();
+    // One context line dropped from a hunk: the announced count no longer holds.
+    let mut lines: Vec<&str> = good.lines().collect();
+    let at = lines.iter().position(|l| l.starts_with("@@ ")).unwrap() + 1;
+    lines.remove(at);
+    let broken = lines.join("\n");
+    let e = parse_patch("broken", &broken).unwrap_err();
+    assert!(e.contains("announces") || e.contains("bad hunk line"), "{e}");
+}
+
+#[test]
+fn every_patch_touches_only_its_expected_files() {
+    let all = series();
+    for (number, files) in EXPECTED_FILES {
+        let p = patch(&all, number);
+        let mut got: Vec<&str> = p.files.iter().map(|f| f.path.as_str()).collect();
+        got.sort();
+        let mut want: Vec<&str> = files.to_vec();
+        want.sort();
+        assert_eq!(got, want, "{}: touches other files than expected", p.name);
+    }
+}
+
+#[test]
+fn series_adds_gin_type_8_and_raises_max_types_to_9() {
+    let all = series();
+    let p = patch(&all, "0001");
+    let core = p.file("projects/rccl/src/include/nccl_device/core.h");
+    let net = p.file("projects/rccl/src/include/nccl_device/net_device.h");
+    let has = |lines: &[&str], needle: &str| lines.iter().any(|l| l.split("//").next().unwrap().trim() == needle);
+    assert!(has(&core.added(), &format!("NCCL_GIN_TYPE_RUST = {GIN_TYPE_RUST},")), "core.h: type {GIN_TYPE_RUST}");
+    assert!(has(&core.added(), &format!("NCCL_GIN_MAX_TYPES = {GIN_MAX_TYPES},")), "core.h: max types");
+    assert!(has(&core.removed(), &format!("NCCL_GIN_MAX_TYPES = {},", GIN_MAX_TYPES - 1)), "core.h: old max");
+    assert!(has(&net.added(), &format!("NCCL_NET_DEVICE_GIN_RUST = {GIN_TYPE_RUST},")), "net_device.h: type");
+    // The device backend mask is a 32-bit unsigned, the support mask 64 bits.
+    assert!(GIN_TYPE_RUST < 32 && GIN_TYPE_RUST < GIN_MAX_TYPES);
+
+    let host = patch(&all, "0002").file("projects/rccl/src/gin/gin_host.cc").added().join("\n");
+    assert!(host.contains("case NCCL_GIN_TYPE_RUST:"), "gin_host.cc: no case for type 8");
+    assert!(host.contains("const int rustGinBackendMinVersions[] = {0};"), "gin_host.cc: version-less table");
+
+    let plugin = patch(&all, "0003").file("projects/rccl/src/plugin/gin.cc").added().join("\n");
+    assert!(plugin.contains(&format!("extern \"C\" ncclGin_v14_t {HOST_VTABLE};")), "gin.cc: vtable declaration");
+    assert!(plugin.contains(&format!("pluginLibs[pluginCounter].ncclGin = &{HOST_VTABLE};")), "gin.cc: registration");
+    assert!(plugin.contains("case NCCL_GIN_TYPE_RUST:"), "gin.cc: priority case");
+    assert!(plugin.contains("#ifdef ENABLE_RUST_GIN"), "gin.cc: gated on ENABLE_RUST_GIN");
+
+    let p4 = patch(&all, "0004");
+    let common = p4.file("projects/rccl/src/include/nccl_device/gin/gin_device_common.h").added().join("\n");
+    assert!(common.contains("case (int)NCCL_NET_DEVICE_GIN_RUST:"), "no case in ncclGinCallImpl");
+    assert!(common.contains("<< (unsigned)NCCL_NET_DEVICE_GIN_RUST"), "no mask bit");
+    assert!(common.contains("defined(__HIP_PLATFORM_AMD__) && defined(ENABLE_RUST_GIN)"), "enable macro");
+    let api = p4.file("projects/rccl/src/include/nccl_device/gin/gin_device_api.h").added().join("\n");
+    assert!(api.contains("#include \"rust/gin_rust.h\""), "gin_device_api.h: include");
+
+    let build = patch(&all, "0005");
+    let cmake = build.file("projects/rccl/cmake/RustGin.cmake").new_content();
+    for needle in ["build --release --locked", "HIP_CLANG=", "GPU_TARGETS=", "librccl_rust_gin.a", "FATAL_ERROR"] {
+        assert!(cmake.contains(needle), "RustGin.cmake lacks {needle:?}");
+    }
+    let dl = build.file("projects/rccl/cmake/DeviceLinker.cmake").added().join("\n");
+    assert!(dl.contains("librccl_rust_gin_device_${DL_GPU_TARGET}.bc"), "DeviceLinker: per-arch bitcode");
+    let install = patch(&all, "0006").file("projects/rccl/install.sh").added().join("\n");
+    assert!(install.contains("-DENABLE_RUST_GIN=ON") && install.contains("\"--rust-gin\""), "install.sh --rust-gin");
+}
+
+#[test]
+fn device_header_checks_the_abi_version_it_was_written_for() {
+    let all = series();
+    let header = patch(&all, "0004").file(NEW_DEVICE_HEADER).new_content();
+    let crate_version =
+        define_value(&read(&root().join("device/include/rust_gin/abi/gin.h")), "RUST_GIN_DEVICE_ABI_VERSION");
+    assert_eq!(
+        define_value(&header, "NCCL_GIN_RUST_DEVICE_ABI_VERSION"),
+        crate_version,
+        "gin_rust.h was written for another device ABI version than the crate's"
+    );
+    assert!(header.contains("static_assert(RUST_GIN_DEVICE_ABI_VERSION == NCCL_GIN_RUST_DEVICE_ABI_VERSION"));
+    assert!(header.contains("static_assert(sizeof(rust_gin_request) <= sizeof(ncclGinRequest_t)"));
+    assert!(!header.contains("__builtin_trap"), "no specialisation may trap");
+}
+
+// ---------------------------------------------------------------------------
+// The device ABI: the patch's mirror against the crate's headers
+// ---------------------------------------------------------------------------
+
+fn strip_comments(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'/' && b.get(i + 1) == Some(&b'*') {
+            i += 2;
+            while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
+                i += 1;
+            }
+            i += 2;
+            out.push(' ');
+        } else if b[i] == b'/' && b.get(i + 1) == Some(&b'/') {
+            while i < b.len() && b[i] != b'\n' {
+                i += 1;
+            }
+        } else {
+            out.push(b[i] as char);
+            i += 1;
+        }
+    }
+    out
+}
+
+fn squash(s: &str) -> String {
+    let s = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    s.replace(" *", "*").replace("* ", "*").replace("( ", "(").replace(" )", ")")
+}
+
+fn define_value(text: &str, name: &str) -> String {
+    strip_comments(text)
+        .lines()
+        .find_map(|l| {
+            let t: Vec<&str> = l.split_whitespace().collect();
+            (t.len() >= 3 && t[0] == "#define" && t[1] == name).then(|| t[2..].join(" "))
+        })
+        .unwrap_or_else(|| panic!("no #define {name}"))
+}
+
+/// One declaration: return type and parameter types, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Decl {
+    ret: String,
+    params: Vec<String>,
+}
+
+/// Top-level statements (split at ';' outside braces), preprocessor lines removed.
+fn statements(text: &str) -> Vec<String> {
+    let code: String =
+        strip_comments(text).lines().filter(|l| !l.trim_start().starts_with('#')).collect::<Vec<_>>().join("\n");
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut depth = 0i32;
+    for c in code.chars() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            _ => {}
+        }
+        if c == ';' && depth == 0 {
+            out.push(squash(&cur));
+            cur.clear();
+        } else {
+            cur.push(c);
+        }
+    }
+    out
+}
+
+const QUALIFIERS: &[&str] = &["RG_EXTERN_C", "RG_DEV", "extern \"C\"", "__device__", "__attribute__((device))"];
+
+/// The `rust_gin_*` function declarations of a header.
+fn function_decls(text: &str) -> BTreeMap<String, Decl> {
+    let mut out = BTreeMap::new();
+    for st in statements(text) {
+        if st.contains('{') || st.starts_with("typedef") || st.starts_with("enum") || st.starts_with("struct") {
+            continue;
+        }
+        let Some(open) = st.find('(') else { continue };
+        let head = &st[..open];
+        let Some(name) = head.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|t| !t.is_empty()).last()
+        else {
+            continue;
+        };
+        if !name.starts_with("rust_gin_") {
+            continue;
+        }
+        let mut ret = head[..head.len() - name.len()].to_string();
+        for q in QUALIFIERS {
+            ret = ret.replace(q, " ");
+        }
+        let close = st.rfind(')').expect("a declaration's ')'");
+        let params = st[open + 1..close]
+            .split(',')
+            .map(|p| param_type(p.trim()))
+            .filter(|p| !p.is_empty() && p != "void")
+            .collect();
+        let prev = out.insert(name.to_string(), Decl { ret: squash(&ret), params });
+        assert!(prev.is_none(), "{name} declared twice");
+    }
+    out
+}
+
+/// A parameter's type: the parameter without its name.
+fn param_type(p: &str) -> String {
+    let p = squash(p);
+    let cut = p.trim_end_matches(|c: char| c.is_alphanumeric() || c == '_');
+    if cut.is_empty() || cut.ends_with(' ') || cut.ends_with('*') || cut.ends_with('&') {
+        // `type name` or `type* name`: drop the name (a lone type has no name to drop).
+        let t = squash(cut);
+        if t.is_empty() {
+            p
+        } else {
+            t
+        }
+    } else {
+        p
+    }
+}
+
+/// `typedef struct name { fields } name;` bodies, as (type, field) lists.
+fn struct_fields(text: &str) -> BTreeMap<String, Vec<String>> {
+    let code = strip_comments(text);
+    let mut out = BTreeMap::new();
+    let mut rest = code.as_str();
+    while let Some(at) = rest.find("typedef struct ") {
+        rest = &rest[at + "typedef struct ".len()..];
+        let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+        let (Some(open), Some(close)) = (rest.find('{'), rest.find('}')) else { break };
+        let fields = rest[open + 1..close].split(';').map(squash).filter(|f| !f.is_empty()).collect();
+        out.insert(name, fields);
+        rest = &rest[close..];
+    }
+    out
+}
+
+/// `RUST_GIN_* = value` enumerators.
+fn enum_constants(text: &str) -> BTreeMap<String, String> {
+    let code = strip_comments(text);
+    let mut out = BTreeMap::new();
+    for piece in code.split([',', '{', '}', ';']) {
+        if let Some((k, v)) = piece.split_once('=') {
+            let k = k.trim();
+            if k.starts_with("RUST_GIN_") && !k.contains(' ') {
+                out.insert(k.to_string(), squash(v));
+            }
+        }
+    }
+    out
+}
+
+struct AbiSides {
+    /// device/include/rust_gin/rust_gin_device.h
+    crate_functions: String,
+    /// device/include/rust_gin/abi/gin.h and abi/error.h
+    crate_types: String,
+    /// The patch's gin_rust_device_abi.h
+    mirror: String,
+}
+
+fn abi_sides() -> AbiSides {
+    let inc = root().join("device/include/rust_gin");
+    let all = series();
+    AbiSides {
+        crate_functions: read(&inc.join("rust_gin_device.h")),
+        crate_types: read(&inc.join("abi/gin.h")) + "\n" + &read(&inc.join("abi/error.h")),
+        mirror: patch(&all, "0004").file(NEW_ABI_HEADER).new_content(),
+    }
+}
+
+/// Every difference between the patch's mirror and the crate's headers.
+fn abi_differences(s: &AbiSides) -> Vec<String> {
+    let mut diffs = Vec::new();
+    let ours = function_decls(&s.crate_functions);
+    let theirs = function_decls(&s.mirror);
+    if ours.len() < 10 {
+        diffs.push(format!("rust_gin_device.h: only {} declarations found; the parser is lost", ours.len()));
+    }
+    for (name, d) in &ours {
+        match theirs.get(name) {
+            None => diffs.push(format!("{name}: in rust_gin_device.h, missing from the patch")),
+            Some(t) if t != d => diffs.push(format!("{name}: rust_gin_device.h has {d:?}, the patch has {t:?}")),
+            Some(_) => {}
+        }
+    }
+    for name in theirs.keys().filter(|n| !ours.contains_key(*n)) {
+        diffs.push(format!("{name}: declared by the patch, not in rust_gin_device.h"));
+    }
+    let (ov, tv) = (
+        define_value(&s.crate_types, "RUST_GIN_DEVICE_ABI_VERSION"),
+        define_value(&s.mirror, "RUST_GIN_DEVICE_ABI_VERSION"),
+    );
+    if ov != tv {
+        diffs.push(format!("RUST_GIN_DEVICE_ABI_VERSION: crate {ov}, patch {tv}"));
+    }
+    let (os, ts) = (struct_fields(&s.crate_types), struct_fields(&s.mirror));
+    for name in ["rust_gin_request", "rust_gin_signal"] {
+        match (os.get(name), ts.get(name)) {
+            (Some(o), Some(t)) if o == t => {}
+            (o, t) => diffs.push(format!("struct {name}: crate {o:?}, patch {t:?}")),
+        }
+    }
+    let (oc, tc) = (enum_constants(&s.crate_types), enum_constants(&s.mirror));
+    if tc.len() < 10 {
+        diffs.push(format!("the patch: only {} RUST_GIN_ constants found; the parser is lost", tc.len()));
+    }
+    for (k, v) in &tc {
+        match oc.get(k) {
+            Some(o) if o == v => {}
+            o => diffs.push(format!("{k}: crate {o:?}, patch {v:?}")),
+        }
+    }
+    diffs
+}
+
+#[test]
+fn device_abi_in_the_patch_matches_rust_gin_device_h() {
+    let s = abi_sides();
+    let diffs = abi_differences(&s);
+    assert!(diffs.is_empty(), "the patch's device ABI and the crate's disagree:\n{}", diffs.join("\n"));
+    // Every function of the contract is there (and the parser saw them).
+    let names: Vec<String> = function_decls(&s.crate_functions).into_keys().collect();
+    for f in [
+        "rust_gin_put",
+        "rust_gin_put_value",
+        "rust_gin_signal_peer",
+        "rust_gin_get",
+        "rust_gin_flush",
+        "rust_gin_flush_async",
+        "rust_gin_wait",
+        "rust_gin_signal_ptr",
+        "rust_gin_signal_read",
+        "rust_gin_signal_wait",
+        "rust_gin_signal_reset",
+        "rust_gin_va_signal_reset",
+        "rust_gin_counter_ptr",
+        "rust_gin_counter_read",
+        "rust_gin_counter_wait",
+        "rust_gin_counter_reset",
+        "rust_gin_supports_strong_signal",
+    ] {
+        assert!(names.iter().any(|n| n == f), "{f} not found in rust_gin_device.h");
+    }
+}
+
+/// Changes `from` to `to` in one side, insisting that the text was there.
+fn mutate(text: &str, from: &str, to: &str) -> String {
+    assert!(text.contains(from), "mutation target {from:?} not found; update the test");
+    text.replacen(from, to, 1)
+}
+
+#[test]
+fn device_abi_comparison_catches_a_change_on_either_side() {
+    let base = abi_sides();
+    type Side = fn(&mut AbiSides) -> &mut String;
+    let crate_fns: Side = |s| &mut s.crate_functions;
+    let crate_types: Side = |s| &mut s.crate_types;
+    let mirror: Side = |s| &mut s.mirror;
+    let cases: &[(&str, Side, &str, &str, &str)] = &[
+        (
+            "crate: a parameter type",
+            crate_fns,
+            "uint64_t bytes, uint32_t flags);",
+            "uint64_t bytes, uint64_t flags);",
+            "rust_gin_get",
+        ),
+        (
+            "patch: a return type",
+            mirror,
+            "uint64_t rust_gin_signal_read(",
+            "uint32_t rust_gin_signal_read(",
+            "rust_gin_signal_read",
+        ),
+        (
+            "patch: a declaration dropped",
+            mirror,
+            "extern \"C\" __device__ void rust_gin_counter_reset(",
+            "extern \"C\" __device__ void rust_gin_counter_reset_gone(",
+            "rust_gin_counter_reset",
+        ),
+        (
+            "crate: a function added",
+            crate_fns,
+            "#endif",
+            "RG_EXTERN_C RG_DEV int rust_gin_new_op(const void* handle);\n#endif",
+            "rust_gin_new_op",
+        ),
+        (
+            "crate: parameters swapped",
+            crate_fns,
+            "const void* window, uint64_t offset);",
+            "uint64_t offset, const void* window);",
+            "rust_gin_va_signal_reset",
+        ),
+        (
+            "patch: a pointer dropped",
+            mirror,
+            "rust_gin_request* out);",
+            "rust_gin_request out);",
+            "rust_gin_flush_async",
+        ),
+        (
+            "crate: the ABI version",
+            crate_types,
+            "#define RUST_GIN_DEVICE_ABI_VERSION 1",
+            "#define RUST_GIN_DEVICE_ABI_VERSION 2",
+            "RUST_GIN_DEVICE_ABI_VERSION",
+        ),
+        ("crate: a struct field", crate_types, "uint64_t value;", "uint32_t value;", "rust_gin_signal"),
+        (
+            "patch: a flag value",
+            mirror,
+            "RUST_GIN_FLAG_RELEASE_SYSTEM = 1 << 1",
+            "RUST_GIN_FLAG_RELEASE_SYSTEM = 1 << 2",
+            "RUST_GIN_FLAG_RELEASE_SYSTEM",
+        ),
+        (
+            "crate: an error code",
+            crate_types,
+            "RUST_GIN_ERR_TIMEOUT = 2",
+            "RUST_GIN_ERR_TIMEOUT = 7",
+            "RUST_GIN_ERR_TIMEOUT",
+        ),
+    ];
+    for (what, side, from, to, must_name) in cases {
+        let mut s = AbiSides {
+            crate_functions: base.crate_functions.clone(),
+            crate_types: base.crate_types.clone(),
+            mirror: base.mirror.clone(),
+        };
+        let t = side(&mut s);
+        *t = mutate(t, from, to);
+        let diffs = abi_differences(&s);
+        assert!(
+            diffs.iter().any(|d| d.contains(must_name)),
+            "{what}: the comparison did not report {must_name}; it reported {diffs:?}"
+        );
+    }
+    // Parameter names are not part of the ABI: renaming one is not a difference.
+    let mut s = AbiSides {
+        crate_functions: mutate(&base.crate_functions, "uint32_t coop_rank", "uint32_t rank_in_coop"),
+        crate_types: base.crate_types.clone(),
+        mirror: base.mirror.clone(),
+    };
+    assert!(abi_differences(&s).is_empty(), "a renamed parameter must not count: {:?}", abi_differences(&s));
+    s.mirror = mutate(&s.mirror, "uint32_t coop_size", "uint32_t   coop_size /* spacing */");
+    assert!(abi_differences(&s).is_empty(), "whitespace and comments must not count");
+}
+
+// ---------------------------------------------------------------------------
+// The device header, compiled for the GPU against the stubs
+// ---------------------------------------------------------------------------
+
+fn need(var: Option<&'static str>, what: &str) -> &'static str {
+    var.filter(|v| !v.is_empty()).unwrap_or_else(|| {
+        panic!("DEVICE TOOLCHAIN UNKNOWN: {what} is not set (RUST_GIN_SKIP_DEVICE?); see docs/building.md")
+    })
+}
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+        let dir = std::env::temp_dir().join(format!("rust-gin-{tag}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// An include tree: the stubs plus the patch's two new headers at their RCCL paths.
+fn header_tree() -> TempDir {
+    let tmp = TempDir::new("patch-header");
+    let gin = tmp.0.join("nccl_device/gin");
+    std::fs::create_dir_all(gin.join("rust")).unwrap();
+    let stubs = root().join("tests/fixtures/rccl_stubs/nccl_device/gin/gin_device_common.h");
+    std::fs::copy(&stubs, gin.join("gin_device_common.h")).unwrap();
+    let all = series();
+    let p = patch(&all, "0004");
+    std::fs::write(gin.join("rust/gin_rust.h"), p.file(NEW_DEVICE_HEADER).new_content()).unwrap();
+    std::fs::write(gin.join("rust/gin_rust_device_abi.h"), p.file(NEW_ABI_HEADER).new_content()).unwrap();
+    tmp
+}
+
+fn hip_compile(tree: &Path, arch: &str, extra: &[&str]) -> std::process::Output {
+    let clang = need(option_env!("RUST_GIN_HIP_CLANG"), "RUST_GIN_HIP_CLANG");
+    let mut cmd = Command::new(clang);
+    cmd.args(["-x", "hip", "-std=c++17", "-nogpuinc", "-nogpulib", "-Wall", "-Wextra", "-Werror"])
+        .arg(format!("--offload-arch={arch}"))
+        .arg("-I")
+        .arg(tree)
+        .args(extra)
+        .arg(root().join("tests/fixtures/rccl_stubs/instantiate_gin_rust.hip"));
+    cmd.output().unwrap_or_else(|e| panic!("cannot run {clang}: {e}"))
+}
+
+fn text(o: &std::process::Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+#[test]
+fn device_header_compiles_for_the_gpu_with_every_specialisation_instantiated() {
+    let targets = need(option_env!("RUST_GIN_GPU_TARGETS"), "RUST_GIN_GPU_TARGETS");
+    let tree = header_tree();
+    // Functions the specialisations call (the others are in the ABI for other users).
+    let called = [
+        "rust_gin_put",
+        "rust_gin_put_value",
+        "rust_gin_signal_peer",
+        "rust_gin_get",
+        "rust_gin_flush",
+        "rust_gin_flush_async",
+        "rust_gin_wait",
+        "rust_gin_signal_ptr",
+        "rust_gin_signal_reset",
+        "rust_gin_va_signal_reset",
+        "rust_gin_counter_ptr",
+        "rust_gin_counter_reset",
+        "rust_gin_supports_strong_signal",
+    ];
+    for arch in targets.split(',').filter(|a| !a.is_empty()) {
+        let ll = tree.0.join(format!("{arch}.ll"));
+        let out =
+            hip_compile(&tree.0, arch, &["--cuda-device-only", "-O2", "-S", "-emit-llvm", "-o", ll.to_str().unwrap()]);
+        assert!(out.status.success(), "{arch}: the patch's gin_rust.h does not compile:\n{}", text(&out));
+        let ir = read(&ll);
+        assert!(ir.contains("@rust_gin_instantiate_all("), "{arch}: the test kernel is missing from the IR");
+        for f in called {
+            assert!(
+                ir.lines().any(|l| l.starts_with("declare") && l.contains(&format!("@{f}("))),
+                "{arch}: no call to {f} survived; a specialisation does not reach the device ABI"
+            );
+        }
+        assert!(!ir.contains("llvm.trap") && !ir.contains("llvm.debugtrap"), "{arch}: a specialisation traps");
+        // Host and device passes together, as RCCL's fat-object compiles do.
+        let both = hip_compile(&tree.0, arch, &["-fsyntax-only"]);
+        assert!(both.status.success(), "{arch}: host+device compile fails:\n{}", text(&both));
+    }
+}
+
+#[test]
+fn device_header_refuses_targets_without_rust_gin_device_code() {
+    let tree = header_tree();
+    let out = hip_compile(&tree.0, "gfx1100", &["--cuda-device-only", "-fsyntax-only"]);
+    assert!(!out.status.success(), "gin_rust.h accepted gfx1100, which rust-gin has no device code for");
+    assert!(text(&out).contains("rust-gin device code exists for gfx90a, gfx942 and gfx950 only"), "{}", text(&out));
+}
+
+// ---------------------------------------------------------------------------
+// Applying the series to a real RCCL checkout (RCCL_SRC)
+// ---------------------------------------------------------------------------
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git").arg("-C").arg(dir).args(args).output().expect("git");
+    assert!(out.status.success(), "git {args:?} in {}: {}", dir.display(), text(&out));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Only does something when RCCL_SRC is set; without it, it prints that the
+/// series was not applied to RCCL and passes without testing anything.
+#[test]
+fn rccl_src_only_apply_series_to_rccl_checkout_else_not_run() {
+    let Some(src) = std::env::var_os("RCCL_SRC").filter(|s| !s.is_empty()) else {
+        eprintln!("**********************************************************************");
+        eprintln!("RCCL_SRC not set: applying the series to an RCCL checkout was NOT run");
+        eprintln!("**********************************************************************");
+        return;
+    };
+    let src = PathBuf::from(src);
+    let top = PathBuf::from(git(&src, &["rev-parse", "--show-toplevel"]));
+    let head = git(&top, &["rev-parse", "HEAD"]);
+    // A cheap copy of HEAD: a shared clone, checked out sparsely in a monorepo.
+    let tmp = TempDir::new("rccl-src");
+    let copy = tmp.0.join("rccl");
+    let out = Command::new("git")
+        .args(["clone", "--quiet", "--shared", "--no-checkout"])
+        .arg(&top)
+        .arg(&copy)
+        .output()
+        .expect("git clone");
+    assert!(out.status.success(), "cloning RCCL_SRC={}: {}", top.display(), text(&out));
+    if top.join("projects/rccl").is_dir() {
+        git(&copy, &["sparse-checkout", "set", "projects/rccl"]);
+    }
+    git(&copy, &["checkout", "--quiet", "--detach", &head]);
+    let out = Command::new(root().join("scripts/apply-rccl-patches.sh")).arg(&copy).output().expect("apply script");
+    eprintln!("{}", text(&out));
+    assert!(
+        out.status.success(),
+        "THE SERIES DOES NOT APPLY to RCCL_SRC={} at {head} (pin {PIN}); see the drift report above",
+        top.display()
+    );
+}
