@@ -30,10 +30,14 @@ extern "C" {
 
 /// Builds the 64-byte WQE the device code writes for `req`.
 pub fn build_wqe(req: &rust_gin_mlx5_request, index: u16, qpn: u32, cq_update: bool) -> [u8; 64] {
-    let mut out = [0u8; 64];
-    // SAFETY: build_wqe reads one request and writes exactly 64 bytes to out.
-    unsafe { rust_gin_mlx5_build_wqe(req, index, qpn, cq_update as i32, out.as_mut_ptr()) };
-    out
+    // The device code stores 16-byte vectors: the buffer must be 16-aligned.
+    #[repr(C, align(16))]
+    struct Wqe([u8; 64]);
+    let mut out = Wqe([0u8; 64]);
+    // SAFETY: build_wqe reads one request and writes exactly 64 bytes to a
+    // 16-byte aligned buffer.
+    unsafe { rust_gin_mlx5_build_wqe(req, index, qpn, cq_update as i32, out.0.as_mut_ptr()) };
+    out.0
 }
 
 /// A status code a device function returned (abi/error.h), other than OK.

@@ -190,6 +190,8 @@ RG_INLINE void set_atomic(Wqe64& q, unsigned at, uint64_t swap_add, uint64_t com
 // Inline data of up to 8 bytes (signal and putValue payloads); its segment is
 // one octoword: 4-byte header, value, zero padding.
 RG_INLINE void set_inline8(Wqe64& q, unsigned at, uint64_t value, uint32_t len) {
+  // Bytes past `len` are padding: zero, as rdma-core leaves them.
+  if (len < 8) value &= (uint64_t{1} << (8 * len)) - 1;
   q.w[at + 0] = bswap32(len | INLINE_SEG);
   q.w[at + 1] = static_cast<uint32_t>(value);  // memory order: the bytes as they sit in memory
   q.w[at + 2] = static_cast<uint32_t>(value >> 32);

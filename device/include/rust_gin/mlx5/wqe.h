@@ -48,7 +48,8 @@ RG_INLINE Wqe64 build_wqe(const Request& r, uint16_t index, uint32_t qpn, bool c
     default:  // RDMA_WRITE, RDMA_WRITE_IMM, RDMA_READ
       set_ctrl(q, index, r.opcode, 0, qpn, fm, 3, 0, r.opcode == OP_RDMA_WRITE_IMM ? r.imm : 0);
       set_raddr(q, 4, r.raddr, r.rkey);
-      if (r.flags & REQ_INLINE) {
+      // Inline only for WRITEs (a READ has a scatter list, never inline data).
+      if ((r.flags & REQ_INLINE) && r.opcode != OP_RDMA_READ) {
         set_inline8(q, 8, r.operand0, r.length);
       } else {
         set_data(q, 8, r.length, r.lkey, r.laddr);
