@@ -9,7 +9,7 @@ use libtest_mimic::{Arguments, Failed, Trial};
 use std::path::{Path, PathBuf};
 
 /// API headers whose `extern "C"` device entry points must all be covered.
-const API_HEADERS: &[&str] = &["device/include/rust_gin/mlx5/api.h"];
+const API_HEADERS: &[&str] = &["device/include/rust_gin/mlx5/api.h", "device/include/rust_gin/rust_gin_device.h"];
 
 fn env_path(name: &str) -> Option<PathBuf> {
     std::env::var_os(name).map(PathBuf::from).filter(|p| !p.as_os_str().is_empty())

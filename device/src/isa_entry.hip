@@ -28,3 +28,57 @@ RG_ISA_KERNEL(db, rust_gin_mlx5_quiet, (const rust_gin_mlx5_sq* sq), (sq))
 RG_ISA_KERNEL(nodb, rust_gin_mlx5_poll, (const rust_gin_mlx5_sq* sq), (sq))
 RG_ISA_KERNEL(nodb, rust_gin_mlx5_build_wqe,
               (const rust_gin_mlx5_request* r, uint16_t i, uint32_t q, int c, void* o), (r, i, q, c, o))
+
+// GIN operations. Out-parameters stay in registers (consumed by an empty asm
+// statement), as they do once RCCL's inline wrappers call these functions.
+#define RG_SINK(v) asm volatile("" ::"v"(v))
+RG_ISA_KERNEL(db, rust_gin_put,
+              (const void* h, uint32_t c, uint32_t p, const void* dw, uint64_t doff, const void* sw, uint64_t soff,
+               uint64_t n, rust_gin_signal sig, uint32_t hc, uint32_t cid, uint32_t f),
+              (h, c, p, dw, doff, sw, soff, n, sig, hc, cid, f))
+RG_ISA_KERNEL(db, rust_gin_put_value,
+              (const void* h, uint32_t c, uint32_t p, const void* dw, uint64_t doff, uint64_t v, uint32_t sz,
+               rust_gin_signal sig, uint32_t f),
+              (h, c, p, dw, doff, v, sz, sig, f))
+RG_ISA_KERNEL(db, rust_gin_signal_peer, (const void* h, uint32_t c, uint32_t p, rust_gin_signal sig, uint32_t f),
+              (h, c, p, sig, f))
+RG_ISA_KERNEL(db, rust_gin_get,
+              (const void* h, uint32_t c, uint32_t p, const void* rw, uint64_t roff, const void* lw, uint64_t loff,
+               uint64_t n, uint32_t f),
+              (h, c, p, rw, roff, lw, loff, n, f))
+RG_ISA_KERNEL(db, rust_gin_flush, (const void* h, uint32_t c, uint32_t r, uint32_t s, const uint32_t* a, uint64_t t),
+              (h, c, r, s, a, t))
+RG_EXTERN_C RG_GLOBAL void rust_gin_isa_db_rust_gin_flush_async(const void* h, uint32_t c, uint32_t p) {
+  rust_gin_request r;
+  rust_gin_flush_async(h, c, p, &r);
+  RG_SINK(r.target);
+  RG_SINK(r.peer);
+}
+RG_ISA_KERNEL(nodb, rust_gin_wait, (const void* h, rust_gin_request r, const uint32_t* a, uint64_t t), (h, r, a, t))
+RG_EXTERN_C RG_GLOBAL void rust_gin_isa_nodb_rust_gin_signal_ptr(const void* h, uint32_t c, uint32_t id) {
+  uint64_t off;
+  uint64_t* p = rust_gin_signal_ptr(h, c, id, &off);
+  RG_SINK(off);
+  RG_SINK(p);
+}
+RG_EXTERN_C RG_GLOBAL void rust_gin_isa_nodb_rust_gin_signal_read(const void* h, uint32_t c, uint32_t id) {
+  RG_SINK(rust_gin_signal_read(h, c, id));
+}
+RG_ISA_KERNEL(nodb, rust_gin_signal_wait,
+              (const void* h, uint32_t c, uint32_t id, uint64_t least, const uint32_t* a, uint64_t t),
+              (h, c, id, least, a, t))
+RG_ISA_KERNEL(nodb, rust_gin_signal_reset, (const void* h, uint32_t c, uint32_t id), (h, c, id))
+RG_ISA_KERNEL(nodb, rust_gin_va_signal_reset, (const void* w, uint64_t off), (w, off))
+RG_EXTERN_C RG_GLOBAL void rust_gin_isa_nodb_rust_gin_counter_ptr(const void* h, uint32_t c, uint32_t id) {
+  RG_SINK(rust_gin_counter_ptr(h, c, id));
+}
+RG_EXTERN_C RG_GLOBAL void rust_gin_isa_nodb_rust_gin_counter_read(const void* h, uint32_t c, uint32_t id) {
+  RG_SINK(rust_gin_counter_read(h, c, id));
+}
+RG_ISA_KERNEL(nodb, rust_gin_counter_wait,
+              (const void* h, uint32_t c, uint32_t id, uint64_t least, const uint32_t* a, uint64_t t),
+              (h, c, id, least, a, t))
+RG_ISA_KERNEL(nodb, rust_gin_counter_reset, (const void* h, uint32_t c, uint32_t id), (h, c, id))
+RG_EXTERN_C RG_GLOBAL void rust_gin_isa_nodb_rust_gin_supports_strong_signal(const void* h) {
+  RG_SINK(rust_gin_supports_strong_signal(h));
+}

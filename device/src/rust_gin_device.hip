@@ -44,3 +44,269 @@ RG_EXTERN_C RG_DEV void rust_gin_mlx5_build_wqe(const rust_gin_mlx5_request* req
   const u32x4* src = reinterpret_cast<const u32x4*>(w.w);
   for (int i = 0; i < 4; ++i) out[i] = src[i];
 }
+
+// --- GIN operations (rust_gin_device.h) ----------------------------------------
+#include "rust_gin/gin/ops.h"
+#include "rust_gin/rust_gin_device.h"
+
+using namespace rust_gin::gin;
+
+RG_EXTERN_C RG_DEV int rust_gin_put(const void* handle, uint32_t context, uint32_t peer, const void* dst_window,
+                                    uint64_t dst_off, const void* src_window, uint64_t src_off, uint64_t bytes,
+                                    rust_gin_signal signal, uint32_t has_counter, uint32_t counter_id,
+                                    uint32_t flags) {
+  Ctx x;
+  int s = resolve(handle, context, &x);
+  if (s) return s;
+  if (peer >= x.h->nranks) return invalid(x.err, peer, RUST_GIN_ARG_PEER, peer, x.h->nranks);
+  if (bytes) {
+    if ((s = check_window(x, peer, dst_window, dst_off, bytes))) return s;
+    if ((s = check_window(x, peer, src_window, src_off, bytes))) return s;
+  }
+  if (has_counter && counter_id >= x.c->n_counters) {
+    return invalid(x.err, peer, RUST_GIN_ARG_COUNTER, counter_id, x.c->n_counters);
+  }
+  Request sig = {};
+  const bool has_signal = signal.type != RUST_GIN_SIGNAL_NONE;
+  if (has_signal && (s = signal_request(x, peer, signal, &sig))) return s;
+  if (flags & RUST_GIN_FLAG_RELEASE_SYSTEM) fence_release_system();
+
+  const rust_gin_window* src = static_cast<const rust_gin_window*>(src_window);
+  uint64_t done_bytes = 0;
+  // All but the last chunk of a put larger than one WQE may move.
+  while (bytes - done_bytes > kMaxChunk) {
+    Request w = {};
+    w.opcode = OP_RDMA_WRITE;
+    w.length = static_cast<uint32_t>(kMaxChunk);
+    w.lkey = src->lkey;
+    w.laddr = src->local_base + src_off + done_bytes;
+    w.raddr = remote(dst_window, peer).base + dst_off + done_bytes;
+    w.rkey = remote(dst_window, peer).rkey;
+    if ((s = post(x, peer, w, w, 1, flags & ~RUST_GIN_FLAG_AGGREGATE, false))) return s;
+    done_bytes += kMaxChunk;
+  }
+  Request w = {};
+  if (bytes) {
+    w.opcode = OP_RDMA_WRITE;
+    w.length = static_cast<uint32_t>(bytes - done_bytes);
+    w.lkey = src->lkey;
+    w.laddr = src->local_base + src_off + done_bytes;
+    w.raddr = remote(dst_window, peer).base + dst_off + done_bytes;
+    w.rkey = remote(dst_window, peer).rkey;
+  }
+  // The signal rides the same queue behind the data: the responder executes
+  // it after the writes, so the signal is seen only after the data.
+  if (bytes && has_signal) {
+    s = post(x, peer, w, sig, 2, flags, has_counter != 0);
+  } else if (bytes || has_signal) {
+    s = post(x, peer, bytes ? w : sig, sig, 1, flags, has_counter != 0);
+  } else {
+    s = RUST_GIN_OK;  // a zero-byte put without a signal moves nothing: complete at once
+  }
+  if (s) return s;
+  if (has_counter) {
+    atomic_fetch_add(word<uint64_t>(x.c->counters, counter_id), uint64_t{1}, __ATOMIC_RELEASE, Scope::agent);
+  }
+  return RUST_GIN_OK;
+}
+
+RG_EXTERN_C RG_DEV int rust_gin_put_value(const void* handle, uint32_t context, uint32_t peer,
+                                          const void* dst_window, uint64_t dst_off, uint64_t value, uint32_t size,
+                                          rust_gin_signal signal, uint32_t flags) {
+  Ctx x;
+  int s = resolve(handle, context, &x);
+  if (s) return s;
+  if (peer >= x.h->nranks) return invalid(x.err, peer, RUST_GIN_ARG_PEER, peer, x.h->nranks);
+  if (size != 1 && size != 2 && size != 4 && size != 8) return invalid(x.err, peer, RUST_GIN_ARG_SIZE, size, 8);
+  if ((s = check_window(x, peer, dst_window, dst_off, size))) return s;
+  Request w = {};
+  w.opcode = OP_RDMA_WRITE;
+  w.flags = REQ_INLINE;
+  w.length = size;
+  w.operand0 = value;
+  w.raddr = remote(dst_window, peer).base + dst_off;
+  w.rkey = remote(dst_window, peer).rkey;
+  Request sig = {};
+  uint32_t n = 1;
+  if (signal.type != RUST_GIN_SIGNAL_NONE) {
+    if ((s = signal_request(x, peer, signal, &sig))) return s;
+    n = 2;
+  }
+  if (flags & RUST_GIN_FLAG_RELEASE_SYSTEM) fence_release_system();
+  return post(x, peer, w, sig, n, flags, false);
+}
+
+RG_EXTERN_C RG_DEV int rust_gin_signal_peer(const void* handle, uint32_t context, uint32_t peer,
+                                            rust_gin_signal signal, uint32_t flags) {
+  Ctx x;
+  int s = resolve(handle, context, &x);
+  if (s) return s;
+  if (peer >= x.h->nranks) return invalid(x.err, peer, RUST_GIN_ARG_PEER, peer, x.h->nranks);
+  Request r;
+  if ((s = signal_request(x, peer, signal, &r))) return s;
+  if (flags & RUST_GIN_FLAG_RELEASE_SYSTEM) fence_release_system();
+  return post(x, peer, r, r, 1, flags, false);
+}
+
+RG_EXTERN_C RG_DEV int rust_gin_get(const void* handle, uint32_t context, uint32_t peer, const void* remote_window,
+                                    uint64_t remote_off, const void* local_window, uint64_t local_off,
+                                    uint64_t bytes, uint32_t flags) {
+  Ctx x;
+  int s = resolve(handle, context, &x);
+  if (s) return s;
+  if (peer >= x.h->nranks) return invalid(x.err, peer, RUST_GIN_ARG_PEER, peer, x.h->nranks);
+  if (bytes == 0) return RUST_GIN_OK;
+  if ((s = check_window(x, peer, remote_window, remote_off, bytes))) return s;
+  if ((s = check_window(x, peer, local_window, local_off, bytes))) return s;
+  const rust_gin_window* local = static_cast<const rust_gin_window*>(local_window);
+  for (uint64_t off = 0; off < bytes; off += kMaxChunk) {
+    const uint64_t len = bytes - off < kMaxChunk ? bytes - off : kMaxChunk;
+    Request r = {};
+    r.opcode = OP_RDMA_READ;
+    r.length = static_cast<uint32_t>(len);
+    r.lkey = local->lkey;
+    r.laddr = local->local_base + local_off + off;
+    r.raddr = remote(remote_window, peer).base + remote_off + off;
+    r.rkey = remote(remote_window, peer).rkey;
+    const bool last = off + len >= bytes;
+    if ((s = post(x, peer, r, r, 1, last ? flags : flags & ~RUST_GIN_FLAG_AGGREGATE, false))) return s;
+  }
+  return RUST_GIN_OK;
+}
+
+RG_EXTERN_C RG_DEV int rust_gin_flush(const void* handle, uint32_t context, uint32_t coop_rank, uint32_t coop_size,
+                                      const uint32_t* abort_flag, uint64_t timeout_cycles) {
+  Ctx x;
+  int s = resolve(handle, context, &x);
+  if (s) return s;
+  if (coop_size == 0) return invalid(x.err, 0, RUST_GIN_ARG_SIZE, 0, 1);
+  Bound bound(x.h->timeout_ns, abort_flag, timeout_cycles);
+  int first_error = RUST_GIN_OK;
+  // Start every flush first, then wait: the peers' NICs work in parallel.
+  for (uint32_t p = coop_rank; p < x.h->nranks; p += coop_size) {
+    SendQueue sq(&peer_of(x, p)->sq);
+    uint64_t target;
+    s = sq.flush_target(&target);
+    if (s && !first_error) first_error = s;
+  }
+  for (uint32_t p = coop_rank; p < x.h->nranks; p += coop_size) {
+    SendQueue sq(&peer_of(x, p)->sq);
+    uint64_t target;
+    if (sq.flush_target(&target)) continue;
+    s = sq.wait_done(target, RUST_GIN_WAIT_FLUSH, bound);
+    if (s == RUST_GIN_ERR_ABORTED) return s;
+    if (s && !first_error) first_error = s;
+  }
+  return first_error;
+}
+
+RG_EXTERN_C RG_DEV int rust_gin_flush_async(const void* handle, uint32_t context, uint32_t peer,
+                                            rust_gin_request* out) {
+  Ctx x;
+  int s = resolve(handle, context, &x);
+  if (s) return s;
+  if (peer >= x.h->nranks) return invalid(x.err, peer, RUST_GIN_ARG_PEER, peer, x.h->nranks);
+  SendQueue sq(&peer_of(x, peer)->sq);
+  uint64_t target = 0;
+  s = sq.flush_target(&target);
+  out->context = context;
+  out->peer = peer;
+  out->target = target;
+  return s;
+}
+
+RG_EXTERN_C RG_DEV int rust_gin_wait(const void* handle, rust_gin_request request, const uint32_t* abort_flag,
+                                     uint64_t timeout_cycles) {
+  Ctx x;
+  int s = resolve(handle, request.context, &x);
+  if (s) return s;
+  if (request.peer >= x.h->nranks) return invalid(x.err, request.peer, RUST_GIN_ARG_PEER, request.peer, x.h->nranks);
+  SendQueue sq(&peer_of(x, request.peer)->sq);
+  Bound bound(x.h->timeout_ns, abort_flag, timeout_cycles);
+  return sq.wait_done(request.target, RUST_GIN_WAIT_FLUSH, bound);
+}
+
+RG_EXTERN_C RG_DEV uint64_t* rust_gin_signal_ptr(const void* handle, uint32_t context, uint32_t id,
+                                                 uint64_t* offset) {
+  Ctx x;
+  *offset = 0;
+  if (resolve(handle, context, &x)) return nullptr;
+  if (id >= x.c->n_signals) {
+    invalid(x.err, x.h->rank, RUST_GIN_ARG_SIGNAL, id, x.c->n_signals);
+    return word<uint64_t>(x.c->sink, 0);  // readable, never a crash
+  }
+  *offset = atomic_load(word<uint64_t>(x.c->signal_offsets, id), __ATOMIC_RELAXED, Scope::agent);
+  return word<uint64_t>(x.c->signals, id);
+}
+
+RG_EXTERN_C RG_DEV uint64_t rust_gin_signal_read(const void* handle, uint32_t context, uint32_t id) {
+  uint64_t offset = 0;
+  const uint64_t* p = rust_gin_signal_ptr(handle, context, id, &offset);
+  return p ? atomic_load(p, __ATOMIC_ACQUIRE, Scope::system) - offset : 0;
+}
+
+RG_EXTERN_C RG_DEV int rust_gin_signal_wait(const void* handle, uint32_t context, uint32_t id, uint64_t least,
+                                            const uint32_t* abort_flag, uint64_t timeout_cycles) {
+  Ctx x;
+  int s = resolve(handle, context, &x);
+  if (s) return s;
+  if (id >= x.c->n_signals) return invalid(x.err, x.h->rank, RUST_GIN_ARG_SIGNAL, id, x.c->n_signals);
+  return wait_word(x, word<uint64_t>(x.c->signals, id), word<uint64_t>(x.c->signal_offsets, id), least,
+                   RUST_GIN_WAIT_SIGNAL, id, abort_flag, timeout_cycles);
+}
+
+RG_EXTERN_C RG_DEV void rust_gin_signal_reset(const void* handle, uint32_t context, uint32_t id) {
+  Ctx x;
+  if (resolve(handle, context, &x)) return;
+  if (id >= x.c->n_signals) {
+    invalid(x.err, x.h->rank, RUST_GIN_ARG_SIGNAL, id, x.c->n_signals);
+    return;
+  }
+  // Move the offset instead of storing 0: an in-flight remote atomic cannot
+  // be lost to a racing reset.
+  const uint64_t v = atomic_load(word<uint64_t>(x.c->signals, id), __ATOMIC_ACQUIRE, Scope::system);
+  atomic_exchange(word<uint64_t>(x.c->signal_offsets, id), v, __ATOMIC_RELEASE, Scope::agent);
+}
+
+RG_EXTERN_C RG_DEV void rust_gin_va_signal_reset(const void* window, uint64_t offset) {
+  const rust_gin_window* w = static_cast<const rust_gin_window*>(window);
+  if (!w || w->magic != RUST_GIN_WINDOW_MAGIC || offset % 8 || offset > w->size || w->size - offset < 8) return;
+  atomic_exchange(reinterpret_cast<uint64_t*>(w->local_base + offset), uint64_t{0}, __ATOMIC_RELEASE, Scope::system);
+}
+
+RG_EXTERN_C RG_DEV uint64_t* rust_gin_counter_ptr(const void* handle, uint32_t context, uint32_t id) {
+  Ctx x;
+  if (resolve(handle, context, &x)) return nullptr;
+  if (id >= x.c->n_counters) {
+    invalid(x.err, x.h->rank, RUST_GIN_ARG_COUNTER, id, x.c->n_counters);
+    return word<uint64_t>(x.c->sink, 0);
+  }
+  return word<uint64_t>(x.c->counters, id);
+}
+
+RG_EXTERN_C RG_DEV uint64_t rust_gin_counter_read(const void* handle, uint32_t context, uint32_t id) {
+  const uint64_t* p = rust_gin_counter_ptr(handle, context, id);
+  return p ? atomic_load(p, __ATOMIC_ACQUIRE, Scope::agent) : 0;
+}
+
+RG_EXTERN_C RG_DEV int rust_gin_counter_wait(const void* handle, uint32_t context, uint32_t id, uint64_t least,
+                                             const uint32_t* abort_flag, uint64_t timeout_cycles) {
+  Ctx x;
+  int s = resolve(handle, context, &x);
+  if (s) return s;
+  if (id >= x.c->n_counters) return invalid(x.err, x.h->rank, RUST_GIN_ARG_COUNTER, id, x.c->n_counters);
+  return wait_word(x, word<uint64_t>(x.c->counters, id), nullptr, least, RUST_GIN_WAIT_COUNTER, id, abort_flag,
+                   timeout_cycles);
+}
+
+RG_EXTERN_C RG_DEV void rust_gin_counter_reset(const void* handle, uint32_t context, uint32_t id) {
+  Ctx x;
+  if (resolve(handle, context, &x)) return;
+  if (id >= x.c->n_counters) {
+    invalid(x.err, x.h->rank, RUST_GIN_ARG_COUNTER, id, x.c->n_counters);
+    return;
+  }
+  atomic_exchange(word<uint64_t>(x.c->counters, id), uint64_t{0}, __ATOMIC_RELEASE, Scope::agent);
+}
+
+RG_EXTERN_C RG_DEV int rust_gin_supports_strong_signal(const void*) { return 1; }

@@ -30,6 +30,19 @@ enum {
   RUST_GIN_WAIT_COUNTER = 5,     /* a counter to reach a value */
 };
 
+/* Which argument was invalid (RUST_GIN_ERR_INVALID records it in wait_kind;
+ * `observed` holds the value, `expected` the limit it broke). */
+enum {
+  RUST_GIN_ARG_CONTEXT = 1,
+  RUST_GIN_ARG_PEER = 2,
+  RUST_GIN_ARG_WINDOW = 3,      /* null, unregistered or deregistered window */
+  RUST_GIN_ARG_OFFSET = 4,      /* offset + size past the end of a window */
+  RUST_GIN_ARG_SIGNAL = 5,      /* signal id out of range, or a misaligned VA signal */
+  RUST_GIN_ARG_COUNTER = 6,     /* counter id out of range */
+  RUST_GIN_ARG_SIZE = 7,        /* putValue size not 1, 2, 4 or 8; flush coop size 0 */
+  RUST_GIN_ARG_SIGNAL_OP = 8,   /* unknown signal kind or operation */
+};
+
 enum {
   RUST_GIN_ERROR_EMPTY = 0,
   RUST_GIN_ERROR_WRITING = 1,
@@ -45,7 +58,7 @@ typedef struct rust_gin_error {
   uint8_t syndrome;      /* MLX5_CQE_SYNDROME_* */
   uint8_t vendor_syndrome;
   uint8_t wqe_opcode;    /* opcode of the failed WQE, from the error CQE */
-  uint8_t wait_kind;     /* RUST_GIN_WAIT_* for timeouts */
+  uint8_t wait_kind;     /* RUST_GIN_WAIT_* for timeouts, RUST_GIN_ARG_* for invalid arguments */
   uint64_t expected;     /* for timeouts: the value waited for */
   uint64_t observed;     /* for timeouts: the value last seen */
   uint64_t count;        /* errors seen, the first one included */

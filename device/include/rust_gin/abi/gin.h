@@ -83,8 +83,9 @@ typedef struct rust_gin_handle {
   uint32_t nranks;
   uint32_t n_contexts;
   uint32_t reserved;
-  uint64_t contexts; /* rust_gin_context[n_contexts] */
-  uint64_t error;    /* rust_gin_error*: the sticky error record */
+  uint64_t contexts;   /* rust_gin_context[n_contexts] */
+  uint64_t error;      /* rust_gin_error*: the sticky error record */
+  uint64_t timeout_ns; /* bound on signal and counter waits (RCCL_RUST_GIN_TIMEOUT_MS) */
 } rust_gin_handle;
 
 typedef struct rust_gin_window_peer {

@@ -47,25 +47,50 @@ RG_INLINE bool has_error(const rust_gin_error* rec) {
   return atomic_load(&rec->state, __ATOMIC_ACQUIRE, Scope::system) != RUST_GIN_ERROR_EMPTY;
 }
 
-// A bound on one wait. The clock is read only once a wait actually spins, so
-// the fast path pays nothing. There is no unbounded mode: 0 means the default.
-class Deadline {
+// The clock RCCL's timeoutCycles counts (clock64(): s_memtime on gfx9); the
+// host build counts nanoseconds instead.
+RG_INLINE uint64_t cycles() {
+#if RG_GPU
+  return __builtin_readcyclecounter();
+#else
+  return clock_ns();
+#endif
+}
+
+// A bound on one wait: the context's own timeout (there is no unbounded
+// mode; 0 means the default), RCCL's optional cycle budget, and RCCL's abort
+// flag. The clocks are read only once a wait actually spins, so the fast path
+// pays nothing.
+class Bound {
  public:
-  RG_INLINE explicit Deadline(uint64_t timeout_ns)
-      : timeout_(timeout_ns ? timeout_ns : RUST_GIN_DEFAULT_TIMEOUT_NS), end_(0) {}
-  // True once the wait has run longer than its timeout.
-  RG_INLINE bool expired() {
+  RG_INLINE explicit Bound(uint64_t timeout_ns, const uint32_t* abort_flag = nullptr, uint64_t timeout_cycles = 0)
+      : timeout_(timeout_ns ? timeout_ns : RUST_GIN_DEFAULT_TIMEOUT_NS),
+        cycle_budget_(timeout_cycles),
+        abort_(abort_flag),
+        end_(0),
+        cycle_end_(0) {}
+
+  // RUST_GIN_OK while the wait may go on; RUST_GIN_ERR_ABORTED once the abort
+  // flag is raised; RUST_GIN_ERR_TIMEOUT once a bound has passed.
+  RG_INLINE int check() {
+    if (abort_ && atomic_load(abort_, __ATOMIC_RELAXED, Scope::system) != 0) return RUST_GIN_ERR_ABORTED;
     const uint64_t now = clock_ns();
     if (end_ == 0) {
       end_ = now + timeout_;
-      return false;
+      if (cycle_budget_) cycle_end_ = cycles() + cycle_budget_;
+      return RUST_GIN_OK;
     }
-    return now >= end_;
+    if (now >= end_) return RUST_GIN_ERR_TIMEOUT;
+    if (cycle_budget_ && cycles() >= cycle_end_) return RUST_GIN_ERR_TIMEOUT;
+    return RUST_GIN_OK;
   }
 
  private:
   uint64_t timeout_;
+  uint64_t cycle_budget_;
+  const uint32_t* abort_;
   uint64_t end_;
+  uint64_t cycle_end_;
 };
 
 }  // namespace rust_gin

@@ -57,7 +57,7 @@ class SendQueue {
   }
 
   // Waits until WQEBBs [base, base+n) are free.
-  RG_INLINE int wait_credit(uint64_t base, uint32_t n, Deadline& dl) {
+  RG_INLINE int wait_credit(uint64_t base, uint32_t n, Bound& bound) {
     const uint64_t need = base + n - depth();
     if (base + n <= depth()) return RUST_GIN_OK;
     uint64_t done = atomic_load(&st_->done, __ATOMIC_ACQUIRE, Scope::agent);
@@ -66,7 +66,8 @@ class SendQueue {
       cq_.poll();
       done = atomic_load(&st_->done, __ATOMIC_ACQUIRE, Scope::agent);
       if (done >= need) break;
-      if (dl.expired()) return fail_wait(RUST_GIN_WAIT_SQ_CREDIT, need, done);
+      const int b = bound.check();
+      if (b) return fail_wait(b, RUST_GIN_WAIT_SQ_CREDIT, need, done);
       backoff();
     }
     return RUST_GIN_OK;
@@ -97,10 +98,12 @@ class SendQueue {
 
   // Publishes [base, base+n) after every earlier ticket. `signaled_end` is
   // base+n when the batch's last WQE requests a CQE, else 0.
-  RG_INLINE int publish(uint64_t base, uint32_t n, uint64_t signaled_end, Deadline& dl) {
+  RG_INLINE int publish(uint64_t base, uint32_t n, uint64_t signaled_end, Bound& bound) {
     uint64_t ready = atomic_load(&st_->ready, __ATOMIC_ACQUIRE, Scope::agent);
     while (ready != base) {
-      if (dl.expired()) return fail_wait(RUST_GIN_WAIT_SQ_PUBLISH, base, ready);
+      // Not abortable: a producer that gave up here would leave its ticket
+      // unpublished and wedge the queue for everyone behind it.
+      if (bound.check() == RUST_GIN_ERR_TIMEOUT) return fail_wait(RUST_GIN_ERR_TIMEOUT, RUST_GIN_WAIT_SQ_PUBLISH, base, ready);
       backoff();
       ready = atomic_load(&st_->ready, __ATOMIC_ACQUIRE, Scope::agent);
     }
@@ -140,15 +143,15 @@ class SendQueue {
   // `req(i)` yields request i: an array read, or one value for a single
   // request, which then never takes a trip through (scratch) memory.
   template <RingPolicy R = RingPolicy::now, typename ReqAt>
-  RG_INLINE int post(ReqAt req, uint32_t n) {
+  RG_INLINE int post(ReqAt req, uint32_t n, uint64_t* last = nullptr) {
     if (failed()) return RUST_GIN_ERR_QP_FAILED;
-    Deadline dl(d_.timeout_ns);
+    Bound bound(d_.timeout_ns);
     uint32_t first = 0;
     while (first < n) {
       const uint32_t left = n - first;
       const uint32_t m = left < max_batch() ? left : max_batch();
       const uint64_t base = reserve(m);
-      int s = wait_credit(base, m, dl);
+      int s = wait_credit(base, m, bound);
       if (s) return s;
       bool last_cqe = false;
       for (uint32_t i = 0; i < m; ++i) {
@@ -157,47 +160,63 @@ class SendQueue {
         write(base + i, build(r, base + i, cqe));
         last_cqe = cqe;
       }
-      s = publish(base, m, last_cqe ? base + m : 0, dl);
+      s = publish(base, m, last_cqe ? base + m : 0, bound);
       if (s) return s;
       if (R == RingPolicy::now) ring();
+      if (last) *last = base + m - 1;
       first += m;
     }
     return RUST_GIN_OK;
   }
 
   template <RingPolicy R = RingPolicy::now>
-  RG_INLINE int post_array(const Request* reqs, uint32_t n) {
-    return post<R>([reqs](uint32_t i) { return reqs[i]; }, n);
+  RG_INLINE int post_array(const Request* reqs, uint32_t n, uint64_t* last = nullptr) {
+    return post<R>([reqs](uint32_t i) { return reqs[i]; }, n, last);
   }
 
   template <RingPolicy R = RingPolicy::now>
-  RG_INLINE int post_one(const Request& r) {
-    return post<R>([&r](uint32_t) { return r; }, 1);
+  RG_INLINE int post_one(const Request& r, uint64_t* last = nullptr) {
+    return post<R>([&r](uint32_t) { return r; }, 1, last);
   }
 
-  // Waits until every WQE published so far has completed. If the newest one
-  // does not request a CQE, a signalled NOP is posted behind it: completions
-  // are in order on a send queue, so its CQE covers all before it.
-  RG_INLINE int quiet() {
+  // Makes every WQE published so far observable as complete: returns the
+  // completion index to wait for. If the newest WQE does not request a CQE, a
+  // signalled NOP is posted behind it (completions are in order on a send
+  // queue, so its CQE covers all before it; its small fence holds it behind
+  // earlier READs and atomics). Rings whatever is published but not rung.
+  RG_INLINE int flush_target(uint64_t* target) {
     if (failed()) return RUST_GIN_ERR_QP_FAILED;
-    uint64_t target = atomic_load(&st_->ready, __ATOMIC_ACQUIRE, Scope::agent);
-    if (target == 0) return RUST_GIN_OK;
-    if (atomic_load(&st_->last_signaled, __ATOMIC_RELAXED, Scope::agent) < target) {
+    uint64_t t = atomic_load(&st_->ready, __ATOMIC_ACQUIRE, Scope::agent);
+    *target = t;
+    if (t == 0 || atomic_load(&st_->done, __ATOMIC_ACQUIRE, Scope::agent) >= t) return RUST_GIN_OK;
+    if (atomic_load(&st_->last_signaled, __ATOMIC_RELAXED, Scope::agent) < t) {
       Request nop = {};
       nop.opcode = OP_NOP;
-      nop.flags = REQ_SIGNALED;
-      const int s = post_one(nop);
+      nop.flags = REQ_SIGNALED | REQ_SMALL_FENCE;
+      uint64_t idx = 0;
+      const int s = post_one(nop, &idx);
       if (s) return s;
-      target = atomic_load(&st_->ready, __ATOMIC_ACQUIRE, Scope::agent);
+      *target = idx + 1;
     } else {
       ring();
     }
-    return wait_done(target, RUST_GIN_WAIT_FLUSH);
+    return RUST_GIN_OK;
+  }
+
+  // Waits until every WQE published so far has completed.
+  RG_INLINE int quiet(Bound& bound) {
+    uint64_t target = 0;
+    const int s = flush_target(&target);
+    if (s) return s;
+    return wait_done(target, RUST_GIN_WAIT_FLUSH, bound);
+  }
+  RG_INLINE int quiet() {
+    Bound bound(d_.timeout_ns);
+    return quiet(bound);
   }
 
   // Waits until `done` reaches target, polling the CQ.
-  RG_INLINE int wait_done(uint64_t target, uint8_t what) {
-    Deadline dl(d_.timeout_ns);
+  RG_INLINE int wait_done(uint64_t target, uint8_t what, Bound& bound) {
     uint64_t done = atomic_load(&st_->done, __ATOMIC_ACQUIRE, Scope::agent);
     while (done < target) {
       const int s = cq_.poll();
@@ -205,7 +224,8 @@ class SendQueue {
       done = atomic_load(&st_->done, __ATOMIC_ACQUIRE, Scope::agent);
       if (done >= target) break;
       if (failed()) return RUST_GIN_ERR_QP_FAILED;
-      if (dl.expired()) return fail_wait(what, target, done);
+      const int b = bound.check();
+      if (b) return fail_wait(b, what, target, done);
       backoff();
     }
     return failed() ? RUST_GIN_ERR_QP_FAILED : RUST_GIN_OK;
@@ -214,7 +234,11 @@ class SendQueue {
   RG_INLINE int poll() { return cq_.poll(); }
 
  private:
-  RG_INLINE int fail_wait(uint8_t what, uint64_t expected, uint64_t observed) {
+  // A wait ended early: an abort is returned as is; a timeout is recorded and
+  // fails the queue (a producer that gave up may hold a ticket nobody will
+  // publish, so the queue cannot make progress any more).
+  RG_INLINE int fail_wait(int why, uint8_t what, uint64_t expected, uint64_t observed) {
+    if (why != RUST_GIN_ERR_TIMEOUT) return why;
     ErrorInfo e = {};
     e.code = RUST_GIN_ERR_TIMEOUT;
     e.peer = d_.peer;
@@ -224,8 +248,6 @@ class SendQueue {
     e.expected = expected;
     e.observed = observed;
     record_error(reinterpret_cast<rust_gin_error*>(d_.error), e);
-    // A producer that gave up holds a ticket nobody will publish: the queue
-    // cannot make progress any more.
     atomic_exchange(&st_->failed, 1u, __ATOMIC_RELAXED, Scope::agent);
     return RUST_GIN_ERR_TIMEOUT;
   }

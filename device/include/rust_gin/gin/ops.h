@@ -1,0 +1,145 @@
+// The GIN operations behind the device ABI (rust_gin_device.h): argument
+// checks, translation of windows, signals and counters into mlx5 requests,
+// and the completion-side waits.
+#pragma once
+
+#include "rust_gin/abi/gin.h"
+#include "rust_gin/gin/lanes.h"
+
+namespace rust_gin {
+namespace gin {
+
+// One WQE moves at most this much (the RC limit is 2 GiB).
+constexpr uint64_t kMaxChunk = uint64_t{1} << 30;
+
+struct Ctx {
+  const rust_gin_handle* h;
+  const rust_gin_context* c;
+  rust_gin_error* err;
+};
+
+// An invalid argument: recorded (which argument, its value, its limit), never
+// trapped on.
+RG_INLINE int invalid(rust_gin_error* err, uint32_t peer, uint8_t arg, uint64_t value, uint64_t limit) {
+  if (err) {
+    ErrorInfo e = {};
+    e.code = RUST_GIN_ERR_INVALID;
+    e.peer = peer;
+    e.wait_kind = arg;
+    e.observed = value;
+    e.expected = limit;
+    record_error(err, e);
+  }
+  return RUST_GIN_ERR_INVALID;
+}
+
+RG_INLINE int resolve(const void* handle, uint32_t context, Ctx* out) {
+  const rust_gin_handle* h = static_cast<const rust_gin_handle*>(handle);
+  if (!h || h->magic != RUST_GIN_HANDLE_MAGIC) return RUST_GIN_ERR_INVALID;  // nowhere to record it
+  rust_gin_error* err = reinterpret_cast<rust_gin_error*>(h->error);
+  if (context >= h->n_contexts) return invalid(err, 0, RUST_GIN_ARG_CONTEXT, context, h->n_contexts);
+  out->h = h;
+  out->c = reinterpret_cast<const rust_gin_context*>(h->contexts) + context;
+  out->err = err;
+  return RUST_GIN_OK;
+}
+
+RG_INLINE const rust_gin_peer* peer_of(const Ctx& x, uint32_t peer) {
+  return reinterpret_cast<const rust_gin_peer*>(x.c->peers) + peer;
+}
+
+// A window and a byte range in it: registered, for this communicator, in bounds.
+RG_INLINE int check_window(const Ctx& x, uint32_t peer, const void* w, uint64_t off, uint64_t bytes) {
+  const rust_gin_window* win = static_cast<const rust_gin_window*>(w);
+  if (!win || win->magic != RUST_GIN_WINDOW_MAGIC || win->nranks != x.h->nranks) {
+    return invalid(x.err, peer, RUST_GIN_ARG_WINDOW, reinterpret_cast<uint64_t>(w), 0);
+  }
+  if (off > win->size || bytes > win->size - off) return invalid(x.err, peer, RUST_GIN_ARG_OFFSET, off + bytes, win->size);
+  return RUST_GIN_OK;
+}
+
+RG_INLINE const rust_gin_window_peer& remote(const void* w, uint32_t peer) {
+  return reinterpret_cast<const rust_gin_window_peer*>(static_cast<const rust_gin_window*>(w)->peers)[peer];
+}
+
+// The fetch-and-add that delivers a signal to `peer`.
+RG_INLINE int signal_request(const Ctx& x, uint32_t peer, const rust_gin_signal& s, Request* r) {
+  uint64_t raddr;
+  uint32_t rkey;
+  if (s.type == RUST_GIN_SIGNAL_INDEXED) {
+    if (s.id >= x.c->n_signals) return invalid(x.err, peer, RUST_GIN_ARG_SIGNAL, s.id, x.c->n_signals);
+    const rust_gin_peer* p = peer_of(x, peer);
+    raddr = p->signal_raddr + 8 * s.id;
+    rkey = p->signal_rkey;
+  } else if (s.type == RUST_GIN_SIGNAL_VA) {
+    const int c = check_window(x, peer, s.window, s.offset, 8);
+    if (c) return c;
+    if (s.offset % 8) return invalid(x.err, peer, RUST_GIN_ARG_SIGNAL, s.offset, 8);
+    raddr = remote(s.window, peer).base + s.offset;
+    rkey = remote(s.window, peer).rkey;
+  } else {
+    return invalid(x.err, peer, RUST_GIN_ARG_SIGNAL_OP, s.type, RUST_GIN_SIGNAL_VA);
+  }
+  if (s.op != RUST_GIN_SIGNAL_OP_INC && s.op != RUST_GIN_SIGNAL_OP_ADD) {
+    return invalid(x.err, peer, RUST_GIN_ARG_SIGNAL_OP, s.op, RUST_GIN_SIGNAL_OP_ADD);
+  }
+  *r = Request{};
+  r->opcode = mlx5::OP_ATOMIC_FA;
+  r->length = 8;
+  r->raddr = raddr;
+  r->rkey = rkey;
+  r->laddr = x.c->sink;  // the old value nobody reads
+  r->lkey = x.c->sink_lkey;
+  r->operand0 = s.op == RUST_GIN_SIGNAL_OP_INC ? 1 : s.value;
+  return RUST_GIN_OK;
+}
+
+template <typename T>
+RG_INLINE T* word(uint64_t base, uint32_t i) {
+  return reinterpret_cast<T*>(base) + i;
+}
+
+// Posts r0 (and r1 when n == 2) for one lane, honouring the aggregation
+// flag; with `wait_local`, waits until the last of them completed locally.
+RG_INLINE int post(const Ctx& x, uint32_t peer, Request r0, Request r1, uint32_t n, uint32_t flags, bool wait_local) {
+  const rust_gin_mlx5_sq* q = &peer_of(x, peer)->sq;
+  uint64_t last = 0;
+  if (wait_local) (n == 2 ? r1 : r0).flags |= mlx5::REQ_SIGNALED;
+  const int s = (flags & RUST_GIN_FLAG_AGGREGATE) && !wait_local
+                    ? post_lane<RingPolicy::defer>(q, r0, r1, n, &last)
+                    : post_lane<RingPolicy::now>(q, r0, r1, n, &last);
+  if (s || !wait_local) return s;
+  SendQueue sq(q);
+  Bound bound(sq.desc().timeout_ns);
+  return sq.wait_done(last + 1, RUST_GIN_WAIT_FLUSH, bound);
+}
+
+// Rolling comparison as RCCL's waits use it: `v` has reached `least`.
+RG_INLINE bool reached(uint64_t v, uint64_t least) { return static_cast<int64_t>(v - least) >= 0; }
+
+RG_INLINE int wait_word(const Ctx& x, const uint64_t* w, const uint64_t* offset, uint64_t least, uint8_t what,
+                        uint32_t id, const uint32_t* abort_flag, uint64_t timeout_cycles) {
+  Bound bound(x.h->timeout_ns, abort_flag, timeout_cycles);
+  for (;;) {
+    const uint64_t v = atomic_load(w, __ATOMIC_ACQUIRE, Scope::system) -
+                       (offset ? atomic_load(offset, __ATOMIC_RELAXED, Scope::agent) : 0);
+    if (reached(v, least)) return RUST_GIN_OK;
+    const int b = bound.check();
+    if (b == RUST_GIN_ERR_ABORTED) return b;
+    if (b) {
+      ErrorInfo e = {};
+      e.code = RUST_GIN_ERR_TIMEOUT;
+      e.peer = x.h->rank;
+      e.wqe_index = id;
+      e.wait_kind = what;
+      e.expected = least;
+      e.observed = v;
+      record_error(x.err, e);
+      return b;
+    }
+    backoff();
+  }
+}
+
+}  // namespace gin
+}  // namespace rust_gin
