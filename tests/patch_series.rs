@@ -865,6 +865,31 @@ fn device_header_refuses_targets_without_rust_gin_device_code() {
     assert!(text(&out).contains("rust-gin device code exists for gfx90a, gfx942 and gfx950 only"), "{}", text(&out));
 }
 
+/// What each specialisation asks of the device ABI: the header compiled as host
+/// C++ against the stubs, the ABI replaced by recording functions
+/// (tests/fixtures/rccl_stubs/gin_rust_semantics.cc), every specialisation
+/// called as RCCL calls it, a coop played by calling once per thread rank.
+#[test]
+fn device_header_maps_rccl_calls_onto_the_device_abi() {
+    let clang = need(option_env!("RUST_GIN_HIP_CLANG"), "RUST_GIN_HIP_CLANG");
+    let tree = header_tree();
+    let exe = tree.0.join("gin_rust_semantics");
+    let out = Command::new(clang)
+        .args(["-x", "c++", "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror"])
+        .arg("-I")
+        .arg(&tree.0)
+        .arg(root().join("tests/fixtures/rccl_stubs/gin_rust_semantics.cc"))
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {clang}: {e}"));
+    assert!(out.status.success(), "the semantic test does not build:\n{}", text(&out));
+    let run = Command::new(&exe).output().expect("run the semantic test");
+    eprintln!("{}", text(&run));
+    assert!(run.status.success(), "gin_rust.h maps RCCL's calls wrongly:\n{}", text(&run));
+    assert!(text(&run).contains(", 0 failed"), "{}", text(&run));
+}
+
 // ---------------------------------------------------------------------------
 // Applying the series to a real RCCL checkout (RCCL_SRC)
 // ---------------------------------------------------------------------------
