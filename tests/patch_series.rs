@@ -851,6 +851,34 @@ fn device_header_compiles_for_the_gpu_with_every_specialisation_instantiated() {
             );
         }
         assert!(!ir.contains("llvm.trap") && !ir.contains("llvm.debugtrap"), "{arch}: a specialisation traps");
+        // With the device library's own bitcode linked in, as RCCL's device linker does:
+        // every call resolves, and nothing on the way traps.
+        let bc = Path::new(need(option_env!("RUST_GIN_DEVICE_DIR"), "RUST_GIN_DEVICE_DIR"))
+            .join(arch)
+            .join(format!("librccl_rust_gin_device_{arch}.bc"));
+        let linked = tree.0.join(format!("{arch}-linked.ll"));
+        let out = hip_compile(
+            &tree.0,
+            arch,
+            &[
+                "--cuda-device-only",
+                "-O2",
+                "-Xclang",
+                "-mlink-builtin-bitcode",
+                "-Xclang",
+                bc.to_str().unwrap(),
+                "-S",
+                "-emit-llvm",
+                "-o",
+                linked.to_str().unwrap(),
+            ],
+        );
+        assert!(out.status.success(), "{arch}: linking {} fails:\n{}", bc.display(), text(&out));
+        let ir = read(&linked);
+        let unresolved: Vec<&str> =
+            ir.lines().filter(|l| l.starts_with("declare") && l.contains("@rust_gin_")).collect();
+        assert!(unresolved.is_empty(), "{arch}: the device library lacks {unresolved:?}");
+        assert!(!ir.contains("llvm.trap"), "{arch}: the linked device code traps");
         // Host and device passes together, as RCCL's fat-object compiles do.
         let both = hip_compile(&tree.0, arch, &["-fsyntax-only"]);
         assert!(both.status.success(), "{arch}: host+device compile fails:\n{}", text(&both));
