@@ -7,16 +7,28 @@
 //! (see [`device`]) so that tests and benchmarks run the code a kernel runs.
 //!
 //! Map of the crate:
-//! - [`abi`]: layouts shared with the device library (generated from C headers).
-//! - [`mlx5`]: mlx5 wire formats, the Rust twin of device/include/rust_gin/mlx5/wire.h.
+//! - [`gin`]: RCCL's GIN v14 vtable and the objects behind it.
+//! - [`provider`]: NICs behind one interface (mlx5 hardware, the emulated NIC).
 //! - [`emu`]: the emulated NIC that executes real mlx5 WQEs in host memory.
+//! - [`mlx5`]: wire formats, queue memory, host-side posting.
+//! - [`abi`]: layouts shared with the device library (generated from C headers).
+//! - [`ffi`]: C ABI mirrors of RCCL's plugin structs.
 //! - [`device`]: the host build of the device library.
+//! - [`gpu`]: GPU-visible memory; [`mem`]: host DMA buffers.
+//! - [`oob`]: connection setup between ranks; [`config`]: the RCCL_RUST_GIN_* knobs;
+//!   [`log`]: RCCL's logger; [`error`]: errors and their ncclResult_t.
 //! - [`sys`]: bindings to rdma-core (mlx5dv) and its oracle facts.
 
 pub mod abi;
+pub mod config;
 pub mod device;
 pub mod emu;
+pub mod error;
+pub mod ffi;
 pub mod gpu;
+pub mod log;
 pub mod mem;
 pub mod mlx5;
+pub mod oob;
+pub mod provider;
 pub mod sys;

@@ -8,9 +8,10 @@
 
 #include "rust_gin/abi/mlx5_queue.h"
 
-/* Bumped on any change to the device ABI: the declarations in
- * rust_gin_device.h or the layouts in abi/. The host reports it as
- * netDeviceVersion; the patch checks it at compile time. */
+/* Bumped on any change to the device ABI (the declarations in
+ * rust_gin_device.h or the layouts in abi/) once a version has been released;
+ * version 1 is the first release. The host reports it as netDeviceVersion;
+ * the patch checks it at compile time. */
 #define RUST_GIN_DEVICE_ABI_VERSION 1
 
 #define RUST_GIN_HANDLE_MAGIC 0x52474831u /* "RGH1" */

@@ -1,0 +1,174 @@
+//! rust-gin's own knobs (RCCL_RUST_GIN_*), read once per init. Every knob is
+//! listed in docs/configuration.md with its default; a bad value is an error
+//! that names the variable, never a silent fallback.
+
+use crate::error::{Error, Result};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProviderKind {
+    /// ConnectX through verbs and mlx5 DevX.
+    Mlx5,
+    /// The emulated NIC (tests, benchmarks, bring-up); never chosen silently.
+    Emu,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum EmuFabric {
+    /// Ranks are threads of this process.
+    Local(String),
+    /// Ranks are processes sharing the named memory segment.
+    Shm(String),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EmuProgress {
+    /// A polling thread per emulated NIC (needsProxyProgress = 0).
+    Thread,
+    /// RCCL's proxy thread drives it through ginProgress (needsProxyProgress = 1).
+    Proxy,
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub provider: ProviderKind,
+    pub timeout_ms: u64,
+    pub queue_depth: u32,
+    pub rings_in_device_memory: bool,
+    pub socket_ifname: Option<String>,
+    pub connect_timeout_ms: u64,
+    pub emu_fabric: EmuFabric,
+    pub emu_progress: EmuProgress,
+    pub emu_mtu: usize,
+    pub nic_filter: Option<String>,
+    pub ib_port: u8,
+    pub gid_index: i32,
+    pub traffic_class: i32,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            provider: ProviderKind::Mlx5,
+            timeout_ms: 60_000,
+            queue_depth: 512,
+            rings_in_device_memory: false,
+            socket_ifname: None,
+            connect_timeout_ms: 120_000,
+            emu_fabric: EmuFabric::Local("default".into()),
+            emu_progress: EmuProgress::Thread,
+            emu_mtu: 4096,
+            nic_filter: None,
+            ib_port: 1,
+            gid_index: -1,
+            traffic_class: 0,
+        }
+    }
+}
+
+/// Every knob with its default and meaning (docs/configuration.md is checked
+/// against this list by tests/config_docs.rs).
+pub const KNOBS: &[(&str, &str, &str)] = &[
+    ("RCCL_RUST_GIN_PROVIDER", "mlx5", "mlx5 (ConnectX via verbs + DevX) or emu (the emulated NIC)"),
+    ("RCCL_RUST_GIN_TIMEOUT_MS", "60000", "bound on every device-side wait (queue credit, flush, signal, counter)"),
+    ("RCCL_RUST_GIN_QUEUE_DEPTH", "512", "send-queue depth in WQEs when RCCL's config leaves queueDepth at 0"),
+    ("RCCL_RUST_GIN_QUEUE_PLACEMENT", "host", "host (pinned host memory, as rocSHMEM) or device (GPU memory) for queue rings and doorbell records"),
+    ("RCCL_RUST_GIN_SOCKET_IFNAME", "(NCCL_SOCKET_IFNAME, else the first non-loopback interface)", "interface of the connection-setup sockets"),
+    ("RCCL_RUST_GIN_CONNECT_TIMEOUT_MS", "120000", "bound on connection setup with every peer"),
+    ("RCCL_RUST_GIN_EMU_FABRIC", "local:default", "emu only: local:<name> (ranks as threads) or shm:<name> (ranks as processes)"),
+    ("RCCL_RUST_GIN_EMU_PROGRESS", "thread", "emu only: thread (a polling thread per NIC) or proxy (RCCL's ginProgress drives it)"),
+    ("RCCL_RUST_GIN_EMU_MTU", "4096", "emu only: packet payload size"),
+    ("RCCL_RUST_GIN_NIC", "(all mlx5 devices)", "mlx5 only: comma-separated device names to use"),
+    ("RCCL_RUST_GIN_IB_PORT", "1", "mlx5 only: port number"),
+    ("RCCL_RUST_GIN_GID_INDEX", "-1", "mlx5 only: GID index for RoCE; -1 picks a RoCE v2 IPv4-mapped GID"),
+    ("RCCL_RUST_GIN_TRAFFIC_CLASS", "0", "traffic class when RCCL's config leaves trafficClass undefined (-1)"),
+];
+
+fn var(name: &str) -> Option<String> {
+    std::env::var(name).ok().map(|v| v.trim().to_string()).filter(|v| !v.is_empty())
+}
+
+fn number<T: std::str::FromStr>(name: &str, v: &str, min: T, max: T) -> Result<T>
+where
+    T: PartialOrd + std::fmt::Display + Copy,
+{
+    let n: T = v.parse().map_err(|_| Error::InvalidArgument(format!("{name}={v:?} is not a number")))?;
+    if n < min || n > max {
+        return Err(Error::InvalidArgument(format!("{name}={v} is out of range [{min}, {max}]")));
+    }
+    Ok(n)
+}
+
+impl Config {
+    /// Reads the environment.
+    pub fn from_env() -> Result<Config> {
+        Config::from_lookup(|k| var(k))
+    }
+
+    /// Reads knobs through `get` (tests pass a map instead of the environment).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Config> {
+        let mut c = Config::default();
+        if let Some(v) = get("RCCL_RUST_GIN_PROVIDER") {
+            c.provider = match v.to_ascii_lowercase().as_str() {
+                "mlx5" => ProviderKind::Mlx5,
+                "emu" => ProviderKind::Emu,
+                _ => return Err(Error::InvalidArgument(format!("RCCL_RUST_GIN_PROVIDER={v:?}: use mlx5 or emu"))),
+            };
+        }
+        if let Some(v) = get("RCCL_RUST_GIN_TIMEOUT_MS") {
+            c.timeout_ms = number("RCCL_RUST_GIN_TIMEOUT_MS", &v, 1, 86_400_000)?;
+        }
+        if let Some(v) = get("RCCL_RUST_GIN_QUEUE_DEPTH") {
+            c.queue_depth = number("RCCL_RUST_GIN_QUEUE_DEPTH", &v, 64, 32768)?;
+        }
+        if let Some(v) = get("RCCL_RUST_GIN_QUEUE_PLACEMENT") {
+            c.rings_in_device_memory = match v.as_str() {
+                "host" => false,
+                "device" => true,
+                _ => return Err(Error::InvalidArgument(format!("RCCL_RUST_GIN_QUEUE_PLACEMENT={v:?}: use host or device"))),
+            };
+        }
+        c.socket_ifname = get("RCCL_RUST_GIN_SOCKET_IFNAME").or_else(|| get("NCCL_SOCKET_IFNAME"));
+        if let Some(v) = get("RCCL_RUST_GIN_CONNECT_TIMEOUT_MS") {
+            c.connect_timeout_ms = number("RCCL_RUST_GIN_CONNECT_TIMEOUT_MS", &v, 1, 86_400_000)?;
+        }
+        if let Some(v) = get("RCCL_RUST_GIN_EMU_FABRIC") {
+            c.emu_fabric = match v.split_once(':') {
+                Some(("local", n)) if !n.is_empty() => EmuFabric::Local(n.into()),
+                Some(("shm", n)) if !n.is_empty() && !n.contains('/') => EmuFabric::Shm(n.into()),
+                _ => {
+                    return Err(Error::InvalidArgument(format!(
+                        "RCCL_RUST_GIN_EMU_FABRIC={v:?}: use local:<name> or shm:<name>"
+                    )))
+                }
+            };
+        }
+        if let Some(v) = get("RCCL_RUST_GIN_EMU_PROGRESS") {
+            c.emu_progress = match v.as_str() {
+                "thread" => EmuProgress::Thread,
+                "proxy" => EmuProgress::Proxy,
+                _ => return Err(Error::InvalidArgument(format!("RCCL_RUST_GIN_EMU_PROGRESS={v:?}: use thread or proxy"))),
+            };
+        }
+        if let Some(v) = get("RCCL_RUST_GIN_EMU_MTU") {
+            c.emu_mtu = number("RCCL_RUST_GIN_EMU_MTU", &v, 256usize, 1 << 20)?;
+            if !c.emu_mtu.is_power_of_two() {
+                return Err(Error::InvalidArgument(format!("RCCL_RUST_GIN_EMU_MTU={v} is not a power of two")));
+            }
+        }
+        c.nic_filter = get("RCCL_RUST_GIN_NIC");
+        if let Some(v) = get("RCCL_RUST_GIN_IB_PORT") {
+            c.ib_port = number("RCCL_RUST_GIN_IB_PORT", &v, 1, 255)?;
+        }
+        if let Some(v) = get("RCCL_RUST_GIN_GID_INDEX") {
+            c.gid_index = number("RCCL_RUST_GIN_GID_INDEX", &v, -1, 255)?;
+        }
+        if let Some(v) = get("RCCL_RUST_GIN_TRAFFIC_CLASS") {
+            c.traffic_class = number("RCCL_RUST_GIN_TRAFFIC_CLASS", &v, 0, 255)?;
+        }
+        Ok(c)
+    }
+
+    pub fn timeout_ns(&self) -> u64 {
+        self.timeout_ms * 1_000_000
+    }
+}

@@ -1,0 +1,216 @@
+//! The emulated NIC as a provider: one emulated ConnectX per opened device,
+//! on a fabric named by RCCL_RUST_GIN_EMU_FABRIC (ranks as threads of this
+//! process, or as processes sharing memory). Memory is host memory: the
+//! emulated NIC reads and writes what a kernel would.
+
+use super::{check_dev, Access, MemoryRegion, Nic, NicAddress, NicInfo, Provider, QueuePair};
+use crate::abi::rust_gin_mlx5_sq;
+use crate::config::{Config, EmuFabric, EmuProgress, ProviderKind};
+use crate::emu::{EmuNic, EmuQp, Fabric, NicConfig, Region};
+use crate::error::{Error, Result};
+use crate::ffi::nccl::{NCCL_PTR_CUDA, NCCL_PTR_HOST};
+use crate::gpu::{Allocator, HostMemory, Placement};
+use crate::mlx5::queue::QueueMem;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+const KIND_TAG: u8 = 0xE1;
+
+fn fabrics() -> &'static Mutex<HashMap<EmuFabric, Fabric>> {
+    static F: OnceLock<Mutex<HashMap<EmuFabric, Fabric>>> = OnceLock::new();
+    F.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// The process's handle on a named fabric (created on first use).
+fn fabric(which: &EmuFabric) -> Result<Fabric> {
+    let mut map = fabrics().lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(f) = map.get(which) {
+        return Ok(f.clone());
+    }
+    let f = match which {
+        EmuFabric::Local(_) => Fabric::threads(),
+        EmuFabric::Shm(name) => match Fabric::shm_create(name, 64) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Fabric::shm_attach(name)
+                .map_err(|e| Error::System(format!("attaching to emulated fabric shm:{name}: {e}")))?,
+            Err(e) => return Err(Error::System(format!("creating emulated fabric shm:{name}: {e}"))),
+        },
+    };
+    map.insert(which.clone(), f.clone());
+    Ok(f)
+}
+
+fn fabric_id(which: &EmuFabric) -> u64 {
+    // FNV-1a over the spelling: the same on every rank of the fabric.
+    let s = match which {
+        EmuFabric::Local(n) => format!("local:{n}:{}", std::process::id()),
+        EmuFabric::Shm(n) => format!("shm:{n}"),
+    };
+    s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+}
+
+pub struct EmuProvider {
+    fabric: EmuFabric,
+    progress: EmuProgress,
+    mtu: usize,
+}
+
+impl EmuProvider {
+    pub fn new(config: &Config) -> Result<EmuProvider> {
+        Ok(EmuProvider { fabric: config.emu_fabric.clone(), progress: config.emu_progress, mtu: config.emu_mtu })
+    }
+}
+
+fn emu_info() -> NicInfo {
+    NicInfo {
+        name: "rust-gin-emu0".into(),
+        pci_path: "/sys/devices/virtual/rust-gin/emu0".into(),
+        guid: 0x5247_454d_5530_0001,
+        speed_mbps: 400_000,
+        port: 1,
+        // Kernel buffers are host memory here (no GPU): both kinds register.
+        // No dma-buf: the emulated NIC has no way to import one.
+        ptr_support: NCCL_PTR_HOST | NCCL_PTR_CUDA,
+        max_message: 1 << 31,
+        latency_us: 0.0,
+    }
+}
+
+impl Provider for EmuProvider {
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Emu
+    }
+    fn devices(&self) -> usize {
+        1
+    }
+    fn info(&self, dev: usize) -> Result<NicInfo> {
+        check_dev(dev, 1)?;
+        Ok(emu_info())
+    }
+    fn open(&self, dev: usize) -> Result<Arc<dyn Nic>> {
+        check_dev(dev, 1)?;
+        let f = fabric(&self.fabric)?;
+        let nic = EmuNic::new(&f, NicConfig { name: format!("emu-{}", std::process::id()), mtu: self.mtu })
+            .map_err(|e| Error::System(format!("emulated NIC: {e}")))?;
+        if self.progress == EmuProgress::Thread {
+            nic.start_polling();
+        }
+        let pd = nic.alloc_pd();
+        Ok(Arc::new(EmuDevice { nic, pd, fabric_id: fabric_id(&self.fabric), progress: self.progress }))
+    }
+}
+
+pub struct EmuDevice {
+    nic: EmuNic,
+    pd: u32,
+    fabric_id: u64,
+    progress: EmuProgress,
+}
+
+impl EmuDevice {
+    /// The emulated NIC itself (counters, tracing), for tests and benchmarks.
+    pub fn nic(&self) -> &EmuNic {
+        &self.nic
+    }
+}
+
+fn decode(a: &NicAddress) -> Option<(u64, u32)> {
+    (a[0] == KIND_TAG).then(|| {
+        (u64::from_le_bytes(a[1..9].try_into().expect("8 bytes")), u32::from_le_bytes(a[9..13].try_into().expect("4")))
+    })
+}
+
+struct EmuRegion {
+    nic: EmuNic,
+    r: Region,
+}
+impl MemoryRegion for EmuRegion {
+    fn lkey(&self) -> u32 {
+        self.r.lkey
+    }
+    fn rkey(&self) -> u32 {
+        self.r.rkey
+    }
+    fn addr(&self) -> u64 {
+        self.r.addr
+    }
+    fn len(&self) -> u64 {
+        self.r.len
+    }
+}
+impl Drop for EmuRegion {
+    fn drop(&mut self) {
+        let _ = self.nic.dereg_mr(self.r.lkey);
+    }
+}
+
+struct EmuQueuePair(EmuQp);
+impl QueuePair for EmuQueuePair {
+    fn qpn(&self) -> u32 {
+        self.0.qpn
+    }
+    fn connect(&self, remote: &NicAddress, remote_qpn: u32) -> Result<()> {
+        let (_, node) = decode(remote).ok_or_else(|| Error::InvalidArgument("not an emulated-NIC address".into()))?;
+        self.0.connect(node, remote_qpn).map_err(|e| Error::System(format!("emulated QP {:#x}: {e}", self.0.qpn)))
+    }
+    fn descriptor(&self, peer: u32, error: u64, timeout_ns: u64) -> rust_gin_mlx5_sq {
+        self.0.descriptor(peer, error, timeout_ns)
+    }
+    fn memory(&self) -> &QueueMem {
+        &self.0.mem
+    }
+}
+
+impl Nic for EmuDevice {
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Emu
+    }
+    fn info(&self) -> NicInfo {
+        emu_info()
+    }
+    fn address(&self) -> NicAddress {
+        let mut a = [0u8; super::NIC_ADDRESS_BYTES];
+        a[0] = KIND_TAG;
+        a[1..9].copy_from_slice(&self.fabric_id.to_le_bytes());
+        a[9..13].copy_from_slice(&self.nic.node().to_le_bytes());
+        a
+    }
+    fn check_peer(&self, remote: &NicAddress) -> Result<()> {
+        match decode(remote) {
+            Some((f, _)) if f == self.fabric_id => Ok(()),
+            Some(_) => Err(Error::InvalidArgument(
+                "the peer's emulated NIC is on another fabric (RCCL_RUST_GIN_EMU_FABRIC differs, or ranks in \
+                 separate processes need shm:<name>)"
+                    .into(),
+            )),
+            None => Err(Error::InvalidArgument("the peer's handle is not from the emulated provider".into())),
+        }
+    }
+    fn allocator(&self) -> Arc<dyn Allocator> {
+        Arc::new(HostMemory)
+    }
+    fn create_qp(&self, log_depth: u32, _traffic_class: u8, rings_in_device_memory: bool) -> Result<Box<dyn QueuePair>> {
+        let placement = if rings_in_device_memory { Placement::Device } else { Placement::HostPinned };
+        let mem = QueueMem::new(&HostMemory, log_depth, placement)?;
+        let qp = EmuQp::create(&self.nic, self.pd, mem).map_err(|e| Error::System(format!("emulated NIC: {e}")))?;
+        Ok(Box::new(EmuQueuePair(qp)))
+    }
+    unsafe fn reg_mr(&self, addr: u64, len: u64, access: Access) -> Result<Box<dyn MemoryRegion>> {
+        // SAFETY: forwarded contract: the caller keeps the memory valid until
+        // the region drops.
+        let r = unsafe { self.nic.reg_mr(self.pd, addr as usize, len as usize, access) }
+            .map_err(|e| Error::InvalidArgument(format!("registering {len} bytes at {addr:#x}: {e}")))?;
+        Ok(Box::new(EmuRegion { nic: self.nic.clone(), r }))
+    }
+    unsafe fn reg_dmabuf_mr(&self, _: u64, _: u64, _: u64, _: i32, _: Access) -> Result<Box<dyn MemoryRegion>> {
+        Err(Error::InvalidUsage(
+            "the emulated NIC cannot import dma-bufs (getProperties does not advertise NCCL_PTR_DMABUF)".into(),
+        ))
+    }
+    fn needs_progress(&self) -> bool {
+        self.progress == EmuProgress::Proxy
+    }
+    fn progress(&self) -> bool {
+        self.nic.step()
+    }
+}

@@ -1,0 +1,113 @@
+//! NIC providers behind one interface. The GIN backend and the RMA plugin
+//! see a [`Provider`] (the NICs a process can use) and, per listening rank, a
+//! [`Nic`] that creates queue pairs and registers memory. Providers:
+//! - `mlx5`: ConnectX through verbs and mlx5 DevX (host/provider/mlx5/);
+//! - `emu`: the emulated NIC (host/provider/emu.rs), only by explicit choice.
+//! bnxt_re and ionic can follow as further implementations of these traits.
+
+pub mod emu;
+pub mod mlx5;
+
+use crate::abi::rust_gin_mlx5_sq;
+use crate::config::{Config, ProviderKind};
+use crate::error::{Error, Result};
+use crate::gpu::Allocator;
+use crate::mlx5::queue::QueueMem;
+use std::sync::Arc;
+
+/// What RCCL's getProperties reports about a NIC.
+#[derive(Clone, Debug, Default)]
+pub struct NicInfo {
+    pub name: String,
+    pub pci_path: String,
+    pub guid: u64,
+    /// Port speed in Mbps.
+    pub speed_mbps: i32,
+    pub port: i32,
+    /// Registration kinds that really work (NCCL_PTR_HOST | CUDA | DMABUF).
+    pub ptr_support: i32,
+    /// Largest message of one operation.
+    pub max_message: u64,
+    pub latency_us: f32,
+}
+
+/// What a peer needs to reach a NIC: goes into the listen handle.
+pub const NIC_ADDRESS_BYTES: usize = 40;
+pub type NicAddress = [u8; NIC_ADDRESS_BYTES];
+
+/// Access rights of a registration.
+pub use crate::emu::mr::Access;
+
+/// A registered memory region.
+pub trait MemoryRegion: Send + Sync {
+    fn lkey(&self) -> u32;
+    fn rkey(&self) -> u32;
+    /// The address the NIC uses for this region (as registered).
+    fn addr(&self) -> u64;
+    fn len(&self) -> u64;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A reliable-connected queue pair with its CQ, built over queue memory a
+/// kernel can reach.
+pub trait QueuePair: Send + Sync {
+    fn qpn(&self) -> u32;
+    /// INIT -> RTR (towards the remote NIC's QP) -> RTS.
+    fn connect(&self, remote: &NicAddress, remote_qpn: u32) -> Result<()>;
+    /// The device-side descriptor of this queue.
+    fn descriptor(&self, peer: u32, error: u64, timeout_ns: u64) -> rust_gin_mlx5_sq;
+    fn memory(&self) -> &QueueMem;
+}
+
+/// One NIC opened by one rank.
+pub trait Nic: Send + Sync {
+    fn kind(&self) -> ProviderKind;
+    fn info(&self) -> NicInfo;
+    fn address(&self) -> NicAddress;
+    /// Refuses a peer this NIC cannot reach (another fabric, another subnet).
+    fn check_peer(&self, remote: &NicAddress) -> Result<()>;
+    /// Where queue memory and GPU-visible objects come from.
+    fn allocator(&self) -> Arc<dyn Allocator>;
+    fn create_qp(&self, log_depth: u32, traffic_class: u8, rings_in_device_memory: bool) -> Result<Box<dyn QueuePair>>;
+    /// Registers [addr, addr+len).
+    ///
+    /// # Safety
+    /// The memory must stay valid for NIC access until the region is dropped.
+    unsafe fn reg_mr(&self, addr: u64, len: u64, access: Access) -> Result<Box<dyn MemoryRegion>>;
+    /// Registers a dma-buf (GPU memory exported as a file descriptor).
+    ///
+    /// # Safety
+    /// As for reg_mr; `fd` must be a dma-buf covering [offset, offset+len).
+    unsafe fn reg_dmabuf_mr(&self, addr: u64, len: u64, offset: u64, fd: i32, access: Access)
+        -> Result<Box<dyn MemoryRegion>>;
+    /// Whether someone must call [`Nic::progress`] (the emulated NIC driven
+    /// by RCCL's proxy thread); hardware needs nothing.
+    fn needs_progress(&self) -> bool;
+    fn progress(&self) -> bool;
+}
+
+/// The NICs of one kind available to this process.
+pub trait Provider: Send + Sync {
+    fn kind(&self) -> ProviderKind;
+    fn devices(&self) -> usize;
+    fn info(&self, dev: usize) -> Result<NicInfo>;
+    fn open(&self, dev: usize) -> Result<Arc<dyn Nic>>;
+}
+
+/// The provider the configuration selects. The emulated NIC only when asked
+/// for; mlx5 otherwise, failing with what is missing when no NIC is usable.
+pub fn select(config: &Config) -> Result<Arc<dyn Provider>> {
+    match config.provider {
+        ProviderKind::Emu => Ok(Arc::new(emu::EmuProvider::new(config)?)),
+        ProviderKind::Mlx5 => Ok(Arc::new(mlx5::Mlx5Provider::probe(config)?)),
+    }
+}
+
+pub(crate) fn check_dev(dev: usize, n: usize) -> Result<()> {
+    if dev >= n {
+        return Err(Error::InvalidArgument(format!("device index {dev} out of range (this provider has {n})")));
+    }
+    Ok(())
+}
