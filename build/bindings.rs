@@ -9,7 +9,30 @@ use crate::util::{fail, manifest_dir, out_dir};
 
 pub fn generate() {
     abi();
+    device_functions();
     mlx5dv();
+}
+
+/// The device library's extern "C" functions, declared for Rust from the very
+/// headers kernels (and RCCL's patch) use: the host build implements them.
+fn device_functions() {
+    let inc = manifest_dir().join("device/include");
+    let bindings = bindgen::Builder::default()
+        .header_contents(
+            "rust_gin_device_all.h",
+            "#include \"rust_gin/rust_gin_device.h\"\n#include \"rust_gin/mlx5/api.h\"\n",
+        )
+        .clang_arg(format!("-I{}", inc.display()))
+        .clang_args(["-xc++", "-std=c++17"])
+        .allowlist_function("rust_gin_.*")
+        .blocklist_function("rust_gin_host_.*")
+        .blocklist_type("rust_gin_.*")
+        .raw_line("#[allow(unused_imports)] use crate::abi::*;")
+        .generate()
+        .unwrap_or_else(|e| fail(&format!("bindgen of the device ABI headers: {e}")));
+    bindings
+        .write_to_file(out_dir().join("device_functions.rs"))
+        .unwrap_or_else(|e| fail(&format!("write device_functions.rs: {e}")));
 }
 
 fn abi() {

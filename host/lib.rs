@@ -25,6 +25,7 @@ pub mod device;
 pub mod emu;
 pub mod error;
 pub mod ffi;
+pub mod gin;
 pub mod gpu;
 pub mod log;
 pub mod mem;

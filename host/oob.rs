@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const MAGIC: u32 = 0x5247_4f42; // "RGOB"
@@ -106,7 +106,7 @@ struct Stash {
 pub struct Mesh {
     rank: u32,
     peers: Vec<SocketAddr>,
-    listener: Listener,
+    listener: Arc<Listener>,
     comm_id: u64,
     timeout: Duration,
     stash: Mutex<Stash>,
@@ -115,7 +115,7 @@ pub struct Mesh {
 impl Mesh {
     /// `peers[r]` is rank r's listening address; `comm_id` must be the same on
     /// every rank (it keeps two communicators' messages apart).
-    pub fn new(listener: Listener, rank: u32, peers: Vec<SocketAddr>, comm_id: u64, timeout: Duration) -> Mesh {
+    pub fn new(listener: Arc<Listener>, rank: u32, peers: Vec<SocketAddr>, comm_id: u64, timeout: Duration) -> Mesh {
         Mesh { rank, peers, listener, comm_id, timeout, stash: Mutex::new(Stash { early: HashMap::new(), seq: 0 }) }
     }
 

@@ -62,12 +62,44 @@ pub fn stray_stores() -> u64 {
 /// Called by the device library's host build with the doorbell address.
 #[no_mangle]
 pub unsafe extern "C" fn rust_gin_host_mmio_write64(reg: *mut u64, value: u64) {
-    match device_at(reg as usize) {
-        Some(d) => d.mmio_write64(reg as usize, value),
-        None => {
-            STRAY_STORES.fetch_add(1, Ordering::Relaxed);
-            tracing::error!(addr = reg as usize, value, "doorbell store to an address no emulated NIC owns");
-        }
+    if let Some(d) = device_at(reg as usize) {
+        return d.mmio_write64(reg as usize, value);
+    }
+    // Another copy of this crate in the process (a test linking the rlib and
+    // dlopening the cdylib) owns the NIC: its UAR page says how to reach it,
+    // as an MMIO address names its device on a real bus.
+    // SAFETY: doorbell addresses come from queue descriptors, which point into
+    // UAR pages; those start with a UarHeader.
+    if let Some(h) = unsafe { UarHeader::at(reg as usize) } {
+        // SAFETY: the header's handler and context stay valid while the page exists.
+        return unsafe { (h.handler)(h.ctx, reg as usize, value) };
+    }
+    STRAY_STORES.fetch_add(1, Ordering::Relaxed);
+    tracing::error!(addr = reg as usize, value, "doorbell store to an address no emulated NIC owns");
+}
+
+/// The first bytes of an emulated UAR page: how to reach the NIC that owns
+/// it, whichever copy of the crate rings it.
+#[repr(C)]
+pub struct UarHeader {
+    pub magic: u64,
+    pub handler: unsafe extern "C" fn(ctx: *const std::ffi::c_void, addr: usize, value: u64),
+    pub ctx: *const std::ffi::c_void,
+}
+
+pub const UAR_MAGIC: u64 = 0x5241_5547_4e49_4752; // "RGINGUAR"
+
+impl UarHeader {
+    /// The header of the page holding `addr`, if it is an emulated UAR page.
+    ///
+    /// # Safety
+    /// `addr` must lie in a readable page.
+    pub unsafe fn at<'a>(addr: usize) -> Option<&'a UarHeader> {
+        let page = addr & !4095;
+        // SAFETY: per the contract the page is readable; the magic is read atomically.
+        let magic = unsafe { std::sync::atomic::AtomicU64::from_ptr(page as *mut u64) }.load(Ordering::Acquire);
+        // SAFETY: a page with our magic starts with a UarHeader.
+        (magic == UAR_MAGIC).then(|| unsafe { &*(page as *const UarHeader) })
     }
 }
 

@@ -307,19 +307,26 @@ impl EmuNic {
         lock(&self.0.inner.state).mrs.deregister(lkey).ok_or(NicError::NoSuchMr(lkey))
     }
 
-    /// A UAR page: its send doorbell register is at +0x800.
+    /// A UAR page: its send doorbell register is at +0x800; its first bytes
+    /// say which NIC owns it (bus::UarHeader).
     pub fn alloc_uar(&self) -> usize {
         let page = crate::mem::DmaBuf::pages(UAR_PAGE);
         let addr = page.addr();
         let port = Arc::new(Port(Arc::downgrade(&self.0.inner)));
+        let ctx = Arc::into_raw(port.clone()) as *const std::ffi::c_void;
+        let header = bus::UarHeader { magic: 0, handler: uar_doorbell, ctx };
+        // SAFETY: the page is ours and large enough; the magic goes last.
+        unsafe {
+            std::ptr::write(addr as *mut bus::UarHeader, header);
+            AtomicU64::from_ptr(addr as *mut u64).store(bus::UAR_MAGIC, Ordering::Release);
+        }
         lock(&self.0.inner.bus_regs).insert(addr, bus::register(addr, UAR_PAGE, port));
         lock(&self.0.inner.state).uars.insert(addr, page);
         addr
     }
 
     pub fn free_uar(&self, page: usize) {
-        lock(&self.0.inner.bus_regs).remove(&page);
-        lock(&self.0.inner.state).uars.remove(&page);
+        free_uar(&self.0.inner, page);
     }
 
     fn watch_dbr(&self, dbrec: usize) {
@@ -508,6 +515,10 @@ impl EmuNic {
 
 impl Drop for Handle {
     fn drop(&mut self) {
+        let pages: Vec<usize> = lock(&self.inner.state).uars.keys().copied().collect();
+        for page in pages {
+            free_uar(&self.inner, page);
+        }
         let handle = lock(&self.inner.poller).take();
         if let Some(h) = handle {
             self.inner.stop.store(true, Ordering::Relaxed);
@@ -517,6 +528,26 @@ impl Drop for Handle {
         self.inner.fabric.leave(self.inner.node());
         lock(&self.inner.bus_regs).clear();
     }
+}
+
+fn free_uar(inner: &Inner, page: usize) {
+    lock(&inner.bus_regs).remove(&page);
+    let Some(buf) = lock(&inner.state).uars.remove(&page) else { return };
+    // SAFETY: the page starts with the header alloc_uar wrote; its ctx is the
+    // Arc<Port> leaked there, released exactly once here.
+    unsafe {
+        AtomicU64::from_ptr(page as *mut u64).store(0, Ordering::Release);
+        drop(Arc::from_raw((*(page as *const bus::UarHeader)).ctx as *const Port));
+    }
+    drop(buf);
+}
+
+/// A doorbell that reached the NIC through its UAR page header.
+unsafe extern "C" fn uar_doorbell(ctx: *const std::ffi::c_void, addr: usize, value: u64) {
+    // SAFETY: ctx is the Arc<Port> alloc_uar leaked into the page; it lives
+    // until free_uar.
+    let port = unsafe { &*(ctx as *const Port) };
+    port.mmio_write64(addr, value);
 }
 
 fn poll_loop(weak: Weak<Inner>) {

@@ -3,5 +3,6 @@
 //! has size and offset assertions (tests/abi_mirror.rs checks them against
 //! the facts of RCCL's headers).
 
+pub mod boundary;
 pub mod gin;
 pub mod nccl;

@@ -1,0 +1,125 @@
+//! Plugin instances, listening and collective comms: init, listen, connect.
+
+use super::handle::ListenHandle;
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::oob::{self, Listener, Mesh};
+use crate::provider::{Nic, NicAddress, Provider};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What init() creates: the configuration and the selected provider.
+pub struct Instance {
+    pub config: Config,
+    pub provider: Arc<dyn Provider>,
+    pub comm_id: u64,
+    alive: AtomicBool,
+}
+
+impl Instance {
+    pub fn new(config: Config, provider: Arc<dyn Provider>, comm_id: u64) -> Instance {
+        Instance { config, provider, comm_id, alive: AtomicBool::new(true) }
+    }
+
+    pub fn finalize(&self) {
+        self.alive.store(false, Ordering::Release);
+    }
+
+    /// Fails once finalize() ran: objects created under it are unusable.
+    pub fn check_alive(&self) -> Result<()> {
+        if self.alive.load(Ordering::Acquire) {
+            Ok(())
+        } else {
+            Err(Error::InvalidUsage("called after finalize() of the plugin context that created this object".into()))
+        }
+    }
+}
+
+/// listen(): an opened NIC and the connection-setup socket.
+pub struct ListenComm {
+    pub instance: Arc<Instance>,
+    pub dev: usize,
+    pub nic: Arc<dyn Nic>,
+    pub listener: Arc<Listener>,
+    pub handle: ListenHandle,
+}
+
+impl ListenComm {
+    pub fn new(instance: Arc<Instance>, dev: usize) -> Result<ListenComm> {
+        instance.check_alive()?;
+        let nic = instance.provider.open(dev)?;
+        let ip = oob::pick_address(instance.config.socket_ifname.as_deref())?;
+        let listener = Arc::new(Listener::bind(ip)?);
+        let handle = ListenHandle {
+            provider: instance.provider.kind(),
+            socket: listener.addr(),
+            nonce: rand_u32(),
+            nic: nic.address(),
+        };
+        Ok(ListenComm { instance, dev, nic, listener, handle })
+    }
+}
+
+/// connect(): every rank's NIC address and a mesh for small collectives.
+pub struct CollComm {
+    pub instance: Arc<Instance>,
+    pub nic: Arc<dyn Nic>,
+    pub mesh: Mesh,
+    pub rank: u32,
+    pub nranks: u32,
+    pub peers: Vec<NicAddress>,
+    /// Serializes the collective calls on this comm (they share the mesh).
+    pub collective: std::sync::Mutex<()>,
+    /// Descriptors of deregistered windows, kept (invalidated) until close so
+    /// that a kernel holding a stale ginHandle reads a clean "not a window".
+    pub retired_windows: std::sync::Mutex<Vec<crate::gpu::GpuBuf>>,
+}
+
+impl CollComm {
+    pub fn connect(listen: &ListenComm, handles: Vec<ListenHandle>, rank: u32) -> Result<CollComm> {
+        listen.instance.check_alive()?;
+        let nranks = handles.len() as u32;
+        if handles[rank as usize] != listen.handle {
+            return Err(Error::InvalidArgument(format!(
+                "handles[{rank}] is not the handle this listen comm produced (rank or handle order mixed up?)"
+            )));
+        }
+        for (r, h) in handles.iter().enumerate() {
+            listen.nic.check_peer(&h.nic).map_err(|e| Error::InvalidArgument(format!("rank {r}: {}", e.message())))?;
+        }
+        // The same on every rank: a digest of everyone's handle.
+        let comm_id = handles.iter().fold(listen.instance.comm_id ^ 0x5247_434f_4d4d_0000, |acc, h| {
+            acc.rotate_left(7) ^ (h.nonce as u64) ^ ((h.socket.port() as u64) << 32)
+        });
+        let timeout = Duration::from_millis(listen.instance.config.connect_timeout_ms);
+        let mesh = Mesh::new(listen.listener.clone(), rank, handles.iter().map(|h| h.socket).collect(), comm_id, timeout);
+        // Every rank is reachable and agrees on who is who.
+        let seen = mesh.allgather(&listen.handle.nonce.to_le_bytes())?;
+        for (r, v) in seen.iter().enumerate() {
+            if v.as_slice() != handles[r].nonce.to_le_bytes() {
+                return Err(Error::Remote(format!(
+                    "rank {r} answered connection setup with another identity (stale or mixed handles)"
+                )));
+            }
+        }
+        Ok(CollComm {
+            instance: listen.instance.clone(),
+            nic: listen.nic.clone(),
+            mesh,
+            rank,
+            nranks,
+            peers: handles.iter().map(|h| h.nic).collect(),
+            collective: std::sync::Mutex::new(()),
+            retired_windows: std::sync::Mutex::new(Vec::new()),
+        })
+    }
+}
+
+fn rand_u32() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
+    h.write_u32(std::process::id());
+    h.finish() as u32
+}

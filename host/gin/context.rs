@@ -1,0 +1,291 @@
+//! createContext: the queue pairs to every peer and the GPU-visible objects a
+//! kernel sees (docs/architecture.md, "What a kernel sees").
+//!
+//! Per context and peer: one RC queue pair (send queue, CQ of the same depth,
+//! doorbell records, a dedicated UAR) and its descriptor. Per context: a
+//! signal table (the target of the peers' remote atomics), signal offsets,
+//! counters and an 8-byte sink for atomic results. Once: the handle and the
+//! sticky error record.
+
+use super::comm::CollComm;
+use crate::abi::{
+    rust_gin_context, rust_gin_error, rust_gin_handle, rust_gin_peer, RUST_GIN_DEVICE_ABI_VERSION,
+    RUST_GIN_HANDLE_MAGIC,
+};
+use crate::device::DeviceError;
+use crate::error::{Error, Result};
+use crate::ffi::gin::NcclGinConfig;
+use crate::ffi::nccl::{NcclNetDeviceHandle, NCCL_NET_DEVICE_GIN_RUST};
+use crate::gpu::{GpuBuf, Placement};
+use crate::mlx5::queue::log_depth_for;
+use crate::provider::{Access, MemoryRegion, QueuePair};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// rust-gin's backend version list, as the patch puts it in gin_host.cc:
+/// index 0 is the only version ("version-less", like types 6 and 7).
+pub const BACKEND_VERSIONS: &[i32] = &[0];
+pub const MAX_CONTEXTS: i32 = 64;
+pub const MAX_SIGNALS: i32 = 1 << 22;
+
+/// The validated configuration of one context set.
+#[derive(Clone, Copy, Debug)]
+pub struct Settings {
+    pub n_signals: u32,
+    pub n_counters: u32,
+    pub n_contexts: u32,
+    pub log_depth: u32,
+    pub traffic_class: u8,
+    pub backend_version: i32,
+    pub rank_stride: u32,
+}
+
+impl Settings {
+    /// Checks every field of RCCL's config; `default_depth` and `default_tc`
+    /// apply where RCCL leaves queueDepth at 0 and trafficClass undefined (-1).
+    pub fn from_config(c: &NcclGinConfig, default_depth: u32, default_tc: i32) -> Result<Settings> {
+        let bad = |f: &str, v: i32, want: &str| Err(Error::InvalidArgument(format!("config.{f} = {v}: {want}")));
+        if c.n_signals < 0 || c.n_signals > MAX_SIGNALS {
+            return bad("nSignals", c.n_signals, &format!("must be in [0, {MAX_SIGNALS}]"));
+        }
+        if c.n_counters < 0 || c.n_counters > MAX_SIGNALS {
+            return bad("nCounters", c.n_counters, &format!("must be in [0, {MAX_SIGNALS}]"));
+        }
+        if c.n_contexts < 1 || c.n_contexts > MAX_CONTEXTS {
+            return bad("nContexts", c.n_contexts, &format!("must be in [1, {MAX_CONTEXTS}]"));
+        }
+        if c.queue_depth < 0 || c.queue_depth > 32768 {
+            return bad("queueDepth", c.queue_depth, "must be 0 (default) or in [1, 32768]");
+        }
+        if c.traffic_class < -1 || c.traffic_class > 255 {
+            return bad("trafficClass", c.traffic_class, "must be -1 (undefined) or in [0, 255]");
+        }
+        if !BACKEND_VERSIONS.contains(&c.backend_version) {
+            return bad(
+                "backendVersion",
+                c.backend_version,
+                &format!("not in rust-gin's version list {BACKEND_VERSIONS:?}"),
+            );
+        }
+        if c.rank_stride < 1 {
+            return bad("rankStride", c.rank_stride, "must be at least 1");
+        }
+        let depth = if c.queue_depth == 0 { default_depth } else { c.queue_depth as u32 };
+        let tc = if c.traffic_class < 0 { default_tc } else { c.traffic_class };
+        Ok(Settings {
+            n_signals: c.n_signals as u32,
+            n_counters: c.n_counters as u32,
+            n_contexts: c.n_contexts as u32,
+            log_depth: log_depth_for(depth),
+            traffic_class: tc as u8,
+            backend_version: c.backend_version,
+            rank_stride: c.rank_stride as u32,
+        })
+    }
+}
+
+pub struct GinContext {
+    pub coll: Arc<CollComm>,
+    pub settings: Settings,
+    qps: Vec<Box<dyn QueuePair>>,
+    _regions: Vec<Box<dyn MemoryRegion>>,
+    handle: GpuBuf,
+    _contexts: GpuBuf,
+    _peers: GpuBuf,
+    error: GpuBuf,
+    signals: GpuBuf,
+    _offsets: GpuBuf,
+    counters: GpuBuf,
+    _sink: GpuBuf,
+    /// What RCCL gets from createContext; it reads it, so it is real memory.
+    pub dev_handle: Box<NcclNetDeviceHandle>,
+    /// Errors already reported through queryLastError.
+    reported: AtomicU64,
+    /// Serializes progress calls (RCCL may run several proxy threads).
+    progress_lock: Mutex<()>,
+}
+
+// SAFETY: the raw pointer in dev_handle points into `handle`, owned by self;
+// every other field is Send + Sync.
+unsafe impl Send for GinContext {}
+// SAFETY: as above; dev_handle is never written after construction.
+unsafe impl Sync for GinContext {}
+
+fn u64s(n: u32) -> usize {
+    (n.max(1) as usize) * 8
+}
+
+impl GinContext {
+    pub fn create(coll: Arc<CollComm>, settings: Settings) -> Result<GinContext> {
+        coll.instance.check_alive()?;
+        let _one_at_a_time = coll.collective.lock().unwrap_or_else(|e| e.into_inner());
+        let cfg = &coll.instance.config;
+        let nic = &coll.nic;
+        let alloc = nic.allocator();
+        let (nranks, rank) = (coll.nranks, coll.rank);
+        let nctx = settings.n_contexts;
+
+        let error = alloc.alloc(std::mem::size_of::<rust_gin_error>(), 64, Placement::Device)?;
+        error.write_pod(0, &rust_gin_error::default());
+        let per = |n: u32| u64s(n) * nctx as usize;
+        let signals = alloc.alloc(per(settings.n_signals), 64, Placement::Device)?;
+        let offsets = alloc.alloc(per(settings.n_signals), 64, Placement::Device)?;
+        let counters = alloc.alloc(per(settings.n_counters), 64, Placement::Device)?;
+        let sink = alloc.alloc(64, 64, Placement::Device)?;
+        let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
+        // SAFETY: the buffers live in the context, which drops the regions first.
+        let signals_mr = unsafe { nic.reg_mr(signals.dev_addr(), signals.len() as u64, access)? };
+        // SAFETY: as above.
+        let sink_mr = unsafe { nic.reg_mr(sink.dev_addr(), sink.len() as u64, Access::LOCAL_WRITE)? };
+
+        // One queue pair per (context, peer), self included (loopback).
+        let mut qps = Vec::with_capacity((nctx * nranks) as usize);
+        for _ in 0..nctx {
+            for _ in 0..nranks {
+                qps.push(nic.create_qp(settings.log_depth, settings.traffic_class, cfg.rings_in_device_memory)?);
+            }
+        }
+        let qp = |c: u32, p: u32| &qps[(c * nranks + p) as usize];
+
+        // Tell every peer the QPs meant for it, and where our signals are.
+        let mine = |p: u32| {
+            let mut v = Vec::with_capacity(12 + 4 * nctx as usize);
+            v.extend_from_slice(&signals_mr.addr().to_le_bytes());
+            v.extend_from_slice(&signals_mr.rkey().to_le_bytes());
+            for c in 0..nctx {
+                v.extend_from_slice(&qp(c, p).qpn().to_le_bytes());
+            }
+            v
+        };
+        let theirs = coll.mesh.alltoall(mine)?;
+        let mut remote_signals = Vec::with_capacity(nranks as usize);
+        for (p, m) in theirs.iter().enumerate() {
+            if m.len() != 12 + 4 * nctx as usize {
+                return Err(Error::Remote(format!(
+                    "rank {p} sent a context description of {} bytes (created with another nContexts?)",
+                    m.len()
+                )));
+            }
+            let base = u64::from_le_bytes(m[0..8].try_into().expect("8"));
+            let rkey = u32::from_le_bytes(m[8..12].try_into().expect("4"));
+            remote_signals.push((base, rkey));
+            for c in 0..nctx {
+                let at = 12 + 4 * c as usize;
+                let rqpn = u32::from_le_bytes(m[at..at + 4].try_into().expect("4"));
+                qp(c, p as u32).connect(&coll.peers[p], rqpn).map_err(|e| {
+                    Error::System(format!("connecting context {c} to rank {p} (QP {rqpn:#x}): {}", e.message()))
+                })?;
+            }
+        }
+        // Nobody posts before everyone's queues are ready to receive.
+        coll.mesh.barrier()?;
+
+        let timeout_ns = cfg.timeout_ns();
+        let peers = alloc.alloc(std::mem::size_of::<rust_gin_peer>() * (nctx * nranks) as usize, 64, Placement::Device)?;
+        let contexts = alloc.alloc(std::mem::size_of::<rust_gin_context>() * nctx as usize, 64, Placement::Device)?;
+        for c in 0..nctx {
+            for p in 0..nranks {
+                let (base, rkey) = remote_signals[p as usize];
+                let d = rust_gin_peer {
+                    sq: qp(c, p).descriptor(p, error.dev_addr(), timeout_ns),
+                    signal_raddr: base + 8 * (c as u64) * settings.n_signals.max(1) as u64,
+                    signal_rkey: rkey,
+                    reserved: 0,
+                };
+                peers.write_pod(std::mem::size_of::<rust_gin_peer>() * (c * nranks + p) as usize, &d);
+            }
+            let ctx = rust_gin_context {
+                peers: peers.dev_addr() + (std::mem::size_of::<rust_gin_peer>() * (c * nranks) as usize) as u64,
+                signals: signals.dev_addr() + (c as usize * u64s(settings.n_signals)) as u64,
+                signal_offsets: offsets.dev_addr() + (c as usize * u64s(settings.n_signals)) as u64,
+                counters: counters.dev_addr() + (c as usize * u64s(settings.n_counters)) as u64,
+                sink: sink.dev_addr(),
+                sink_lkey: sink_mr.lkey(),
+                n_signals: settings.n_signals,
+                n_counters: settings.n_counters,
+                reserved: 0,
+            };
+            contexts.write_pod(std::mem::size_of::<rust_gin_context>() * c as usize, &ctx);
+        }
+        let handle = alloc.alloc(std::mem::size_of::<rust_gin_handle>(), 64, Placement::Device)?;
+        handle.write_pod(
+            0,
+            &rust_gin_handle {
+                magic: RUST_GIN_HANDLE_MAGIC,
+                abi_version: RUST_GIN_DEVICE_ABI_VERSION,
+                rank,
+                nranks,
+                n_contexts: nctx,
+                reserved: 0,
+                contexts: contexts.dev_addr(),
+                error: error.dev_addr(),
+                timeout_ns,
+            },
+        );
+        let dev_handle = Box::new(NcclNetDeviceHandle {
+            net_device_type: NCCL_NET_DEVICE_GIN_RUST,
+            net_device_version: RUST_GIN_DEVICE_ABI_VERSION as i32,
+            handle: handle.dev_addr() as *mut std::ffi::c_void,
+            size: std::mem::size_of::<rust_gin_handle>(),
+            needs_proxy_progress: nic.needs_progress() as i32,
+        });
+        Ok(GinContext {
+            coll: coll.clone(),
+            settings,
+            qps,
+            _regions: vec![signals_mr, sink_mr],
+            handle,
+            _contexts: contexts,
+            _peers: peers,
+            error,
+            signals,
+            _offsets: offsets,
+            counters,
+            _sink: sink,
+            dev_handle,
+            reported: AtomicU64::new(0),
+            progress_lock: Mutex::new(()),
+        })
+    }
+
+    pub fn queue_pairs(&self) -> usize {
+        self.qps.len()
+    }
+
+    /// The device handle's address (what kernels get).
+    pub fn device_handle(&self) -> u64 {
+        self.handle.dev_addr()
+    }
+
+    /// Drives the NIC when it needs it (the emulated NIC in proxy mode).
+    pub fn progress(&self) {
+        if self.coll.nic.needs_progress() {
+            let _g = self.progress_lock.lock().unwrap_or_else(|e| e.into_inner());
+            self.coll.nic.progress();
+        }
+    }
+
+    /// The sticky device-side error, if any; `newly` tells whether it has not
+    /// been reported before.
+    pub fn last_error(&self) -> Option<(DeviceError, bool)> {
+        let rec: rust_gin_error = self.error.read_pod(0);
+        let e = DeviceError::from_record(&rec)?;
+        let newly = self.reported.swap(e.count, Ordering::AcqRel) != e.count;
+        Some((e, newly))
+    }
+
+    /// Local signal and counter values (host view; tests and diagnostics).
+    pub fn signal_word(&self, context: u32, id: u32) -> u64 {
+        let off = (context as usize * u64s(self.settings.n_signals)) + 8 * id as usize;
+        let mut b = [0u8; 8];
+        self.signals.read(off, &mut b);
+        u64::from_ne_bytes(b)
+    }
+
+    pub fn counter_word(&self, context: u32, id: u32) -> u64 {
+        let off = (context as usize * u64s(self.settings.n_counters)) + 8 * id as usize;
+        let mut b = [0u8; 8];
+        self.counters.read(off, &mut b);
+        u64::from_ne_bytes(b)
+    }
+}

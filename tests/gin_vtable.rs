@@ -1,0 +1,310 @@
+//! The GIN vtable driven exactly in RCCL's order, ranks as threads: init,
+//! devices, getGinProperties, getProperties, listen, allgather of handles,
+//! connect, closeListen, createContext, regMrSym, device operations (host
+//! build of the device library), deregMrSym, destroyContext, closeColl,
+//! finalize. Then bad input and faults.
+
+#[path = "support/gin_flow.rs"]
+mod gin_flow;
+#[path = "support/rccl_host.rs"]
+mod rccl_host;
+
+use gin_flow::*;
+use rccl_host::*;
+use rccl_rust_gin::abi::*;
+use rccl_rust_gin::device as dev;
+use rccl_rust_gin::ffi::nccl::*;
+use std::ffi::c_void;
+use std::sync::Arc;
+
+fn run_threads(n: usize) {
+    let p = plugin();
+    let ex = Exchange::new(n);
+    std::thread::scope(|s| {
+        for rank in 0..n {
+            let ex = ex.clone();
+            s.spawn(move || {
+                let mut r = p.open_rank(rank as i32, n as i32);
+                let all = ex.allgather(rank, r.handle);
+                assert_eq!(p.connect(&mut r, &all), OK, "connect");
+                run_connected(p, &r, &|| ex.barrier());
+            });
+        }
+    });
+}
+
+#[test]
+fn two_ranks_as_threads() {
+    run_threads(2);
+}
+
+#[test]
+fn four_ranks_as_threads() {
+    run_threads(4);
+}
+
+#[test]
+fn eight_ranks_as_threads() {
+    run_threads(8);
+}
+
+/// A single connected rank (nranks 1, loopback) for the bad-input tests.
+fn solo() -> (Rank, *mut c_void, *const c_void) {
+    let p = plugin();
+    let mut r = p.open_rank(0, 1);
+    let h = r.handle;
+    assert_eq!(p.connect(&mut r, &[h]), OK);
+    let mut cfg = default_config();
+    let (res, gctx, dh) = p.create_context(r.coll, &mut cfg);
+    assert_eq!(res, OK);
+    // SAFETY: a live device handle.
+    let h = unsafe { (*dh).handle } as *const c_void;
+    (r, gctx, h)
+}
+
+fn close(r: Rank, gctx: *mut c_void) {
+    let p = plugin();
+    assert_eq!(p.call_ptr(p.v.destroy_context, gctx), OK);
+    assert_eq!(p.call_ptr(p.v.close_coll, r.coll), OK);
+    assert_eq!(p.call_ptr(p.v.finalize, r.ctx), OK);
+}
+
+/// Runs `f`, returns its result and the WARN lines it logged.
+fn warns<T>(f: impl FnOnce() -> T) -> (T, Vec<String>) {
+    let p = plugin();
+    let _g = p.log_lock.lock().unwrap_or_else(|e| e.into_inner());
+    p.logger.take();
+    let v = f();
+    let lines = p.logger.take().into_iter().filter(|l| l.starts_with(&format!("{} ", level::WARN))).collect();
+    (v, lines)
+}
+
+fn expect_warn(res: NcclResult, want: NcclResult, lines: &[String], words: &[&str], what: &str) {
+    assert_eq!(res, want, "{what}: result code (WARN lines: {lines:?})");
+    assert!(
+        lines.iter().any(|l| words.iter().all(|w| l.contains(w))),
+        "{what}: no WARN line naming {words:?}; got {lines:?}"
+    );
+}
+
+#[test]
+fn bad_input_gets_an_error_and_a_warn_line_never_a_crash() {
+    let p = plugin();
+    let v = p.v;
+    let null = std::ptr::null_mut();
+    // SAFETY (whole test): every call passes pointers that are valid or
+    // deliberately NULL/foreign; the plugin must refuse the latter cleanly.
+    unsafe {
+        let (r, l) = warns(|| (v.init.unwrap())(null as *mut *mut c_void, 0, p.logger.func));
+        expect_warn(r, NCCL_INVALID_ARGUMENT, &l, &["init", "ctx is NULL"], "init(NULL)");
+        let (r, l) = warns(|| (v.devices.unwrap())(null as *mut i32));
+        expect_warn(r, NCCL_INVALID_ARGUMENT, &l, &["ndev is NULL"], "devices(NULL)");
+        let (r, l) = warns(|| (v.get_properties.unwrap())(7, &mut std::mem::zeroed()));
+        expect_warn(r, NCCL_INVALID_ARGUMENT, &l, &["device index 7"], "getProperties(7)");
+        let (r, l) = warns(|| (v.get_properties.unwrap())(-1, &mut std::mem::zeroed()));
+        expect_warn(r, NCCL_INVALID_ARGUMENT, &l, &["dev -1"], "getProperties(-1)");
+
+        let (rank, gctx, h) = solo();
+        // listen with a bad device and a NULL handle buffer.
+        let mut lc = null;
+        let mut hb = [0u8; NCCL_NET_HANDLE_MAXSIZE];
+        let (r, l) = warns(|| (v.listen.unwrap())(rank.ctx, 3, hb.as_mut_ptr() as *mut c_void, &mut lc));
+        expect_warn(r, NCCL_INVALID_ARGUMENT, &l, &["listen", "dev 3"], "listen(dev 3)");
+        let (r, l) = warns(|| (v.listen.unwrap())(rank.ctx, 0, null, &mut lc));
+        expect_warn(r, NCCL_INVALID_ARGUMENT, &l, &["handle is NULL"], "listen(NULL handle)");
+        // A foreign pointer where a token belongs.
+        let mut x = 5u64;
+        let (r, l) = warns(|| (v.listen.unwrap())(&mut x as *mut u64 as *mut c_void, 0, hb.as_mut_ptr() as *mut c_void, &mut lc));
+        expect_warn(r, NCCL_INVALID_ARGUMENT, &l, &["ctx", "not a rust-gin"], "listen(foreign ctx)");
+        // A token of the wrong kind.
+        let (r, l) = warns(|| (v.listen.unwrap())(rank.coll, 0, hb.as_mut_ptr() as *mut c_void, &mut lc));
+        expect_warn(r, NCCL_INVALID_ARGUMENT, &l, &["another kind"], "listen(collComm as ctx)");
+
+        // connect: rank and nranks out of range, corrupted and NULL handles.
+        let mut good = p.open_rank(0, 1);
+        let mut bad_handle = good.handle;
+        bad_handle[40] ^= 0xff;
+        let mut cc = null;
+        let mut hp = [bad_handle.as_mut_ptr() as *mut c_void];
+        let (r, l) = warns(|| (v.connect.unwrap())(good.ctx, hp.as_mut_ptr(), 1, 0, good.listen, &mut cc));
+        expect_warn(r, NCCL_INVALID_ARGUMENT, &l, &["handle of rank 0", "checksum"], "connect(corrupted handle)");
+        let mut wrong = good.handle;
+        wrong[0..4].copy_from_slice(b"NCCL");
+        hp[0] = wrong.as_mut_ptr() as *mut c_void;
+        let (r, l) = warns(|| (v.connect.unwrap())(good.ctx, hp.as_mut_ptr(), 1, 0, good.listen, &mut cc));
+        expect_warn(r, NCCL_INVALID_ARGUMENT, &l, &["not a rust-gin handle"], "connect(foreign handle)");
+        hp[0] = good.handle.as_mut_ptr() as *mut c_void;
+        let (r, l) = warns(|| (v.connect.unwrap())(good.ctx, hp.as_mut_ptr(), 1, 1, good.listen, &mut cc));
+        expect_warn(r, NCCL_INVALID_ARGUMENT, &l, &["rank 1 out of range"], "connect(rank 1 of 1)");
+        let (r, l) = warns(|| (v.connect.unwrap())(good.ctx, hp.as_mut_ptr(), 0, 0, good.listen, &mut cc));
+        expect_warn(r, NCCL_INVALID_ARGUMENT, &l, &["nranks 0"], "connect(nranks 0)");
+        let mut nulls = [null];
+        let (r, l) = warns(|| (v.connect.unwrap())(good.ctx, nulls.as_mut_ptr(), 1, 0, good.listen, &mut cc));
+        expect_warn(r, NCCL_INVALID_ARGUMENT, &l, &["handles[0] is NULL"], "connect(NULL handle)");
+        let h0 = good.handle;
+        assert_eq!(p.connect(&mut good, &[h0]), OK, "the good handle still connects");
+
+        // createContext: every config field checked.
+        for (field, mutate, words) in [
+            ("backendVersion", Box::new(|c: &mut rccl_rust_gin::ffi::gin::NcclGinConfig| c.backend_version = 1) as Box<dyn Fn(&mut _)>, "backendVersion = 1"),
+            ("nContexts", Box::new(|c: &mut rccl_rust_gin::ffi::gin::NcclGinConfig| c.n_contexts = 0), "nContexts = 0"),
+            ("nSignals", Box::new(|c: &mut rccl_rust_gin::ffi::gin::NcclGinConfig| c.n_signals = -2), "nSignals = -2"),
+            ("queueDepth", Box::new(|c: &mut rccl_rust_gin::ffi::gin::NcclGinConfig| c.queue_depth = 1 << 20), "queueDepth = 1048576"),
+            ("trafficClass", Box::new(|c: &mut rccl_rust_gin::ffi::gin::NcclGinConfig| c.traffic_class = 300), "trafficClass = 300"),
+            ("rankStride", Box::new(|c: &mut rccl_rust_gin::ffi::gin::NcclGinConfig| c.rank_stride = 0), "rankStride = 0"),
+        ] {
+            let mut cfg = default_config();
+            mutate(&mut cfg);
+            let ((r, _, _), l) = warns(|| p.create_context(good.coll, &mut cfg));
+            expect_warn(r, NCCL_INVALID_ARGUMENT, &l, &["createContext", words], field);
+        }
+        let (r, l) = warns(|| (v.create_context.unwrap())(good.coll, null as *mut _, &mut cc, &mut std::ptr::null_mut()));
+        expect_warn(r, NCCL_INVALID_ARGUMENT, &l, &["config is NULL"], "createContext(NULL config)");
+
+        // regMrSym: NULL data, size 0, a huge size, a bad type.
+        let buf = vec![0u8; 4096];
+        for (data, size, ty, words) in [
+            (null, 64usize, NCCL_PTR_CUDA, "data is NULL"),
+            (buf.as_ptr() as *mut c_void, 0, NCCL_PTR_CUDA, "size is 0"),
+            (buf.as_ptr() as *mut c_void, usize::MAX - 8, NCCL_PTR_CUDA, "wraps"),
+            (buf.as_ptr() as *mut c_void, 64, 9, "type 9"),
+        ] {
+            let ((r, _, _), l) = warns(|| p.reg(good.coll, data, size, ty));
+            expect_warn(r, NCCL_INVALID_ARGUMENT, &l, &["regMrSym", words], words);
+        }
+        let mut mh = null;
+        let mut gh = null;
+        let (r, l) = warns(|| (v.reg_mr_sym_dma_buf.unwrap())(good.coll, buf.as_ptr() as *mut c_void, 64, NCCL_PTR_CUDA, 0, 3, 0, &mut mh, &mut gh));
+        expect_warn(r, NCCL_INVALID_USAGE, &l, &["regMrSymDmaBuf", "dma-buf"], "dma-buf on the emulated NIC");
+        let (r, l) = warns(|| (v.dereg_mr_sym.unwrap())(good.coll, rank.ctx));
+        expect_warn(r, NCCL_INVALID_ARGUMENT, &l, &["mhandle", "another kind"], "deregMrSym(a ctx)");
+        assert_eq!(p.call_ptr(v.close_coll, good.coll), OK);
+        assert_eq!(p.call_ptr(v.finalize, good.ctx), OK);
+
+        // Device side: ids, peers, offsets, windows never registered or
+        // deregistered; each returns INVALID and is recorded, none crashes.
+        let w = register(p, rank.coll, 4096);
+        let not_a_window = vec![0u64; 8];
+        let cases: Vec<(&str, Box<dyn Fn() -> i32>)> = vec![
+            ("peer 5", Box::new(|| dev::rust_gin_put(h, 0, 5, w.gh, 0, w.gh, 0, 8, NO_SIGNAL, 0, 0, 0))),
+            ("context 9", Box::new(|| dev::rust_gin_put(h, 9, 0, w.gh, 0, w.gh, 0, 8, NO_SIGNAL, 0, 0, 0))),
+            ("offset past window", Box::new(|| dev::rust_gin_put(h, 0, 0, w.gh, 4090, w.gh, 0, 8, NO_SIGNAL, 0, 0, 0))),
+            ("huge size", Box::new(|| dev::rust_gin_put(h, 0, 0, w.gh, 0, w.gh, 0, u64::MAX, NO_SIGNAL, 0, 0, 0))),
+            ("never registered", Box::new(|| dev::rust_gin_put(h, 0, 0, not_a_window.as_ptr() as *const c_void, 0, w.gh, 0, 8, NO_SIGNAL, 0, 0, 0))),
+            ("signal id", Box::new(|| dev::rust_gin_signal_peer(h, 0, 0, signal_indexed(99, RUST_GIN_SIGNAL_OP_INC, 0), 0))),
+            ("signal op", Box::new(|| dev::rust_gin_signal_peer(h, 0, 0, signal_indexed(0, 7, 0), 0))),
+            ("counter id", Box::new(|| dev::rust_gin_put(h, 0, 0, w.gh, 0, w.gh, 0, 8, NO_SIGNAL, 1, 99, 0))),
+            ("putValue size", Box::new(|| dev::rust_gin_put_value(h, 0, 0, w.gh, 0, 1, 3, NO_SIGNAL, 0))),
+            ("flush coop size", Box::new(|| dev::rust_gin_flush(h, 0, 0, 0, std::ptr::null(), 0))),
+            ("signal wait id", Box::new(|| dev::rust_gin_signal_wait(h, 0, 42, 1, std::ptr::null(), 0))),
+        ];
+        for (what, f) in &cases {
+            assert_eq!(f(), RUST_GIN_ERR_INVALID as i32, "device call with a bad {what}");
+        }
+        // The first bad call is the sticky error; queryLastError reports it once.
+        let ((r, has), l) = warns(|| p.query_error(gctx));
+        assert_eq!(r, OK);
+        assert!(has, "queryLastError reports the recorded invalid argument");
+        expect_warn(OK, OK, &l, &["invalid argument in a device call"], "queryLastError WARN");
+        let ((_, has_again), l) = warns(|| p.query_error(gctx));
+        assert!(has_again);
+        assert!(l.is_empty(), "the same error is not warned twice: {l:?}");
+        // A deregistered window stops validating at once.
+        assert_eq!((v.dereg_mr_sym.unwrap())(rank.coll, w.mh), OK);
+        assert_eq!(dev::rust_gin_put(h, 0, 0, w.gh, 0, w.gh, 0, 8, NO_SIGNAL, 0, 0, 0), RUST_GIN_ERR_INVALID as i32, "deregistered window");
+        let (r, l) = warns(|| (v.dereg_mr_sym.unwrap())(rank.coll, w.mh));
+        expect_warn(r, NCCL_INVALID_ARGUMENT, &l, &["no longer exists"], "double deregMrSym");
+        // A NULL handle never crashes.
+        assert_eq!(dev::rust_gin_put(std::ptr::null(), 0, 0, w.gh, 0, w.gh, 0, 8, NO_SIGNAL, 0, 0, 0), RUST_GIN_ERR_INVALID as i32);
+
+        // Double destroy, use after close, calls after finalize.
+        let (r0, r1) = (rank.ctx, rank.coll);
+        close(rank, gctx);
+        let (r, l) = warns(|| p.call_ptr(v.destroy_context, gctx));
+        expect_warn(r, NCCL_INVALID_ARGUMENT, &l, &["destroyContext", "already destroyed"], "double destroyContext");
+        let (r, l) = warns(|| p.call_ptr(v.close_coll, r1));
+        expect_warn(r, NCCL_INVALID_ARGUMENT, &l, &["closeColl"], "double closeColl");
+        let (r, l) = warns(|| (v.listen.unwrap())(r0, 0, hb.as_mut_ptr() as *mut c_void, &mut lc));
+        expect_warn(r, NCCL_INVALID_ARGUMENT, &l, &["listen", "no longer exists"], "listen after finalize");
+        let (r, l) = warns(|| p.call_ptr(v.finalize, r0));
+        expect_warn(r, NCCL_INVALID_ARGUMENT, &l, &["finalize"], "double finalize");
+    }
+}
+
+#[test]
+fn an_error_cqe_is_reported_and_waits_return_instead_of_hanging() {
+    let p = plugin();
+    let n = 2;
+    let ex = Exchange::new(n);
+    let saw = Arc::new(std::sync::Mutex::new(Vec::new()));
+    std::thread::scope(|s| {
+        for rank in 0..n {
+            let (ex, saw) = (ex.clone(), saw.clone());
+            s.spawn(move || {
+                let mut r = p.open_rank(rank as i32, n as i32);
+                let all = ex.allgather(rank, r.handle);
+                assert_eq!(p.connect(&mut r, &all), OK);
+                let mut cfg = default_config();
+                let (res, gctx, dh) = p.create_context(r.coll, &mut cfg);
+                assert_eq!(res, OK);
+                // SAFETY: live device handle.
+                let h = unsafe { (*dh).handle } as *const c_void;
+                let w = register(p, r.coll, 4096);
+                ex.barrier();
+                if rank == 0 {
+                    // Corrupt this rank's copy of rank 1's rkey: the NIC at
+                    // rank 1 refuses the write with a remote access error.
+                    let desc = w.gh as *mut rust_gin_window;
+                    // SAFETY: the descriptor is host memory on the emulated NIC.
+                    unsafe {
+                        let pe = ((*desc).peers as *mut rust_gin_window_peer).add(1);
+                        (*pe).rkey ^= 0x4400;
+                        assert_eq!(dev::rust_gin_put(h, 0, 1, w.gh, 0, w.gh, 0, 64, NO_SIGNAL, 0, 0, 0), 0, "posting succeeds");
+                        let t = std::time::Instant::now();
+                        let f = dev::rust_gin_flush(h, 0, 0, 1, std::ptr::null(), 0);
+                        assert!(t.elapsed().as_secs() < 10, "flush returned instead of hanging");
+                        assert_ne!(f, 0, "flush reports the failure");
+                        // Later operations on that queue fail fast.
+                        assert_eq!(dev::rust_gin_put(h, 0, 1, w.gh, 0, w.gh, 0, 8, NO_SIGNAL, 0, 0, 0), RUST_GIN_ERR_QP_FAILED as i32);
+                        // A wait for a signal that will never come ends by its bound
+                        // or by the abort flag.
+                        let abort = 1u32;
+                        assert_eq!(dev::rust_gin_signal_wait(h, 0, 0, 1, &abort, 0), RUST_GIN_ERR_ABORTED as i32);
+                        (*pe).rkey ^= 0x4400;
+                    }
+                    let ((q, has), l) = warns(|| p.query_error(gctx));
+                    assert_eq!(q, OK);
+                    assert!(has, "queryLastError reports the error CQE");
+                    saw.lock().unwrap().extend(l);
+                }
+                ex.barrier();
+                // SAFETY: valid tokens.
+                unsafe { assert_eq!((p.v.dereg_mr_sym.unwrap())(r.coll, w.mh), OK) };
+                assert_eq!(p.call_ptr(p.v.destroy_context, gctx), OK);
+                ex.barrier();
+                assert_eq!(p.call_ptr(p.v.close_coll, r.coll), OK);
+                assert_eq!(p.call_ptr(p.v.finalize, r.ctx), OK);
+            });
+        }
+    });
+    let lines = saw.lock().unwrap().clone();
+    expect_warn(
+        OK,
+        OK,
+        &lines,
+        &["rank 0", "peer 1", "QP", "WQE index 0", "syndrome 0x13", "REMOTE_ACCESS_ERR"],
+        "the WARN names peer, QP, WQE index and syndrome",
+    );
+}
+
+#[test]
+fn selected_only_by_nccl_gin_type_8() {
+    use rccl_rust_gin::gin::vtable::check_selected;
+    assert!(check_selected(Some("8")).is_ok());
+    for other in [None, Some("6"), Some("2"), Some(""), Some("eight")] {
+        let e = check_selected(other).unwrap_err();
+        assert_eq!(e.code(), NCCL_INVALID_USAGE, "{other:?}");
+        assert!(e.to_string().contains("NCCL_GIN_TYPE"), "{e}");
+    }
+    assert_eq!(plugin().name(), "rust-gin");
+}

@@ -1,0 +1,254 @@
+//! Drives the GIN vtable as RCCL does: the plugin is the cdylib, loaded with
+//! dlopen and reached through its `ncclGinRustPlugin_v14` symbol; RCCL's
+//! logger is a small C function compiled at test time that captures lines.
+//! Device operations go through the device library's host build.
+
+#![allow(dead_code)]
+
+use rccl_rust_gin::ffi::gin::{NcclGinConfig, NcclGinProperties, NcclGinV14};
+use rccl_rust_gin::ffi::nccl::*;
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::path::PathBuf;
+use std::sync::{Arc, Barrier, Mutex, Once};
+
+/// The environment every harness test runs under (set once, before threads).
+pub fn setup_env() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: called once at the start of each test, before this process
+        // starts any thread that reads the environment.
+        unsafe {
+            std::env::set_var("NCCL_GIN_TYPE", "8");
+            std::env::set_var("RCCL_RUST_GIN_PROVIDER", "emu");
+            std::env::set_var("RCCL_RUST_GIN_TIMEOUT_MS", "20000");
+            std::env::set_var("RCCL_RUST_GIN_SOCKET_IFNAME", "lo");
+        }
+    });
+}
+
+const LOGGER_C: &str = r#"
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <pthread.h>
+static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+static char buf[1 << 22];
+static size_t used;
+void capture_logger(int level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
+  char tmp[8192];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(tmp, sizeof tmp, fmt, ap);
+  va_end(ap);
+  pthread_mutex_lock(&m);
+  int n = snprintf(buf + used, sizeof buf - used, "%d %s\n", level, tmp);
+  if (n > 0 && used + n < sizeof buf) used += n;
+  pthread_mutex_unlock(&m);
+}
+size_t capture_take(char* out, size_t cap) {
+  pthread_mutex_lock(&m);
+  size_t n = used < cap ? used : cap;
+  memcpy(out, buf, n);
+  used = 0;
+  pthread_mutex_unlock(&m);
+  return n;
+}
+"#;
+
+pub struct Logger {
+    _lib: libloading::Library,
+    pub func: NcclLogger,
+    take: unsafe extern "C" fn(*mut c_char, usize) -> usize,
+}
+
+impl Logger {
+    fn build() -> Logger {
+        let dir = std::env::temp_dir().join(format!("rust-gin-logger-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let src = dir.join("logger.c");
+        let so = dir.join("liblogger.so");
+        std::fs::write(&src, LOGGER_C).unwrap();
+        let st = std::process::Command::new("cc")
+            .args(["-shared", "-fPIC", "-O1", "-o"])
+            .arg(&so)
+            .arg(&src)
+            .arg("-lpthread")
+            .status()
+            .expect("a C compiler (cc) for the test logger");
+        assert!(st.success(), "compiling the capture logger");
+        // SAFETY: a library we just built; its symbols have the declared types.
+        unsafe {
+            let lib = libloading::Library::new(&so).unwrap();
+            let f: libloading::Symbol<*const c_void> = lib.get(b"capture_logger").unwrap();
+            let func: NcclLogger = std::mem::transmute::<*const c_void, NcclLogger>(*f);
+            let t: libloading::Symbol<unsafe extern "C" fn(*mut c_char, usize) -> usize> = lib.get(b"capture_take").unwrap();
+            let take = *t;
+            Logger { _lib: lib, func, take }
+        }
+    }
+
+    /// Lines logged since the last call ("<level> <text>").
+    pub fn take(&self) -> Vec<String> {
+        let mut buf = vec![0u8; 1 << 22];
+        // SAFETY: capture_take writes at most cap bytes.
+        let n = unsafe { (self.take)(buf.as_mut_ptr() as *mut c_char, buf.len()) };
+        String::from_utf8_lossy(&buf[..n]).lines().map(String::from).collect()
+    }
+}
+
+pub struct Plugin {
+    _lib: libloading::Library,
+    pub v: &'static NcclGinV14,
+    pub logger: Logger,
+    /// Serializes tests that inspect the shared log.
+    pub log_lock: Mutex<()>,
+}
+
+fn cdylib_path() -> PathBuf {
+    // target/<profile>/deps/<test> -> target/<profile>/librccl_rust_gin.so
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().join("librccl_rust_gin.so")
+}
+
+pub fn plugin() -> &'static Plugin {
+    static P: std::sync::OnceLock<Plugin> = std::sync::OnceLock::new();
+    P.get_or_init(|| {
+        setup_env();
+        let path = cdylib_path();
+        // SAFETY: loading our own cdylib; the symbol is a static ncclGin_v14_t.
+        unsafe {
+            let lib = libloading::Library::new(&path).unwrap_or_else(|e| panic!("dlopen {}: {e}", path.display()));
+            let sym: libloading::Symbol<*const NcclGinV14> = lib.get(b"ncclGinRustPlugin_v14").unwrap();
+            let v: &'static NcclGinV14 = &**sym;
+            Plugin { _lib: lib, v, logger: Logger::build(), log_lock: Mutex::new(()) }
+        }
+    })
+}
+
+pub const OK: NcclResult = NCCL_SUCCESS;
+
+/// A rank's objects, in the order RCCL creates them.
+pub struct Rank {
+    pub rank: i32,
+    pub nranks: i32,
+    pub ctx: *mut c_void,
+    pub listen: *mut c_void,
+    pub coll: *mut c_void,
+    pub handle: [u8; NCCL_NET_HANDLE_MAXSIZE],
+}
+
+// SAFETY: the pointers are opaque tokens of the plugin, usable from any thread.
+unsafe impl Send for Rank {}
+
+impl Plugin {
+    pub fn init(&self) -> (NcclResult, *mut c_void) {
+        let mut ctx = std::ptr::null_mut();
+        // SAFETY: calling the plugin's init with valid out-pointer and logger.
+        let r = unsafe { (self.v.init.unwrap())(&mut ctx, 0x1234, self.logger.func) };
+        (r, ctx)
+    }
+
+    pub fn name(&self) -> String {
+        // SAFETY: the vtable's name is a static C string.
+        unsafe { CStr::from_ptr(self.v.name) }.to_string_lossy().into_owned()
+    }
+
+    /// init, devices, getGinProperties, getProperties(0), listen.
+    pub fn open_rank(&self, rank: i32, nranks: i32) -> Rank {
+        let (r, ctx) = self.init();
+        assert_eq!(r, OK, "init");
+        let mut ndev = 0;
+        // SAFETY: valid out-pointers throughout.
+        unsafe {
+            assert_eq!((self.v.devices.unwrap())(&mut ndev), OK);
+            assert_eq!(ndev, 1);
+            let mut gp = NcclGinProperties::default();
+            assert_eq!((self.v.get_gin_properties.unwrap())(&mut gp), OK);
+            assert!(gp.supports_strong_signals && gp.supports_va_signals);
+            let mut props = std::mem::zeroed::<NcclNetProperties>();
+            assert_eq!((self.v.get_properties.unwrap())(0, &mut props), OK);
+            assert_eq!(props.net_device_type, NCCL_NET_DEVICE_GIN_RUST);
+            assert_eq!(props.net_device_version as u32, rccl_rust_gin::abi::RUST_GIN_DEVICE_ABI_VERSION);
+            assert_eq!(props.ptr_support & NCCL_PTR_DMABUF, 0, "the emulated NIC cannot import dma-bufs");
+            assert!(!props.name.is_null());
+            let mut handle = [0u8; NCCL_NET_HANDLE_MAXSIZE];
+            let mut listen = std::ptr::null_mut();
+            assert_eq!((self.v.listen.unwrap())(ctx, 0, handle.as_mut_ptr() as *mut c_void, &mut listen), OK);
+            Rank { rank, nranks, ctx, listen, coll: std::ptr::null_mut(), handle }
+        }
+    }
+
+    /// connect with everyone's handles, then closeListen.
+    pub fn connect(&self, r: &mut Rank, handles: &[[u8; NCCL_NET_HANDLE_MAXSIZE]]) -> NcclResult {
+        let mut ptrs: Vec<*mut c_void> = handles.iter().map(|h| h.as_ptr() as *mut c_void).collect();
+        // SAFETY: nranks handle pointers of NCCL_NET_HANDLE_MAXSIZE bytes each.
+        let res = unsafe { (self.v.connect.unwrap())(r.ctx, ptrs.as_mut_ptr(), r.nranks, r.rank, r.listen, &mut r.coll) };
+        if res == OK {
+            // SAFETY: the token listen() returned.
+            assert_eq!(unsafe { (self.v.close_listen.unwrap())(r.listen) }, OK);
+        }
+        res
+    }
+
+    pub fn create_context(&self, coll: *mut c_void, cfg: &mut NcclGinConfig) -> (NcclResult, *mut c_void, *mut NcclNetDeviceHandle) {
+        let mut gc = std::ptr::null_mut();
+        let mut dh = std::ptr::null_mut();
+        // SAFETY: valid pointers.
+        let r = unsafe { (self.v.create_context.unwrap())(coll, cfg, &mut gc, &mut dh) };
+        (r, gc, dh)
+    }
+
+    pub fn reg(&self, coll: *mut c_void, buf: *mut c_void, size: usize, ty: c_int) -> (NcclResult, *mut c_void, *mut c_void) {
+        let mut mh = std::ptr::null_mut();
+        let mut gh = std::ptr::null_mut();
+        // SAFETY: valid pointers.
+        let r = unsafe { (self.v.reg_mr_sym.unwrap())(coll, buf, size, ty, 0, &mut mh, &mut gh) };
+        (r, mh, gh)
+    }
+
+    pub fn query_error(&self, gin_ctx: *mut c_void) -> (NcclResult, bool) {
+        let mut e = false;
+        // SAFETY: valid pointers.
+        let r = unsafe { (self.v.query_last_error.unwrap())(gin_ctx, &mut e) };
+        (r, e)
+    }
+
+    pub fn call_ptr(&self, f: Option<rccl_rust_gin::ffi::gin::PtrFn>, p: *mut c_void) -> NcclResult {
+        // SAFETY: the plugin checks the token itself.
+        unsafe { (f.unwrap())(p) }
+    }
+}
+
+pub fn default_config() -> NcclGinConfig {
+    NcclGinConfig {
+        n_signals: 4,
+        n_counters: 2,
+        n_contexts: 2,
+        queue_depth: 128,
+        traffic_class: -1,
+        backend_version: 0,
+        rank_stride: 1,
+    }
+}
+
+/// Threads standing in for ranks exchange handles as RCCL's allgather would.
+pub struct Exchange {
+    barrier: Barrier,
+    handles: Mutex<Vec<[u8; NCCL_NET_HANDLE_MAXSIZE]>>,
+}
+
+impl Exchange {
+    pub fn new(n: usize) -> Arc<Exchange> {
+        Arc::new(Exchange { barrier: Barrier::new(n), handles: Mutex::new(vec![[0u8; NCCL_NET_HANDLE_MAXSIZE]; n]) })
+    }
+    pub fn allgather(&self, rank: usize, h: [u8; NCCL_NET_HANDLE_MAXSIZE]) -> Vec<[u8; NCCL_NET_HANDLE_MAXSIZE]> {
+        self.handles.lock().unwrap()[rank] = h;
+        self.barrier.wait();
+        let all = self.handles.lock().unwrap().clone();
+        self.barrier.wait();
+        all
+    }
+    pub fn barrier(&self) {
+        self.barrier.wait();
+    }
+}
