@@ -74,7 +74,8 @@ unsafe extern "C" fn init(ctx: *mut *mut c_void, comm_id: u64, logger: NcclLogge
 
 unsafe extern "C" fn devices(ndev: *mut c_int) -> NcclResult {
     guard("devices", || {
-        *out(ndev, "ndev")? = provider()?.devices() as c_int;
+        let ndev = out(ndev, "ndev")?;
+        *ndev = provider()?.devices() as c_int;
         Ok(())
     })
 }
