@@ -31,5 +31,6 @@ pub mod log;
 pub mod mem;
 pub mod mlx5;
 pub mod oob;
+pub mod perf;
 pub mod provider;
 pub mod sys;

@@ -5,6 +5,8 @@
 
 use crate::mem::DmaBuf;
 
+pub mod hip;
+
 /// Where a buffer lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Placement {
@@ -28,6 +30,8 @@ pub struct GpuBuf {
 
 enum Backing {
     Host(#[allow(dead_code)] DmaBuf), // owned for its lifetime only
+    /// hipHostMalloc or hipMalloc memory, freed with hipHostFree or hipFree.
+    Hip(hip::HipMem),
 }
 
 impl GpuBuf {
@@ -48,22 +52,63 @@ impl GpuBuf {
     }
 
     fn host_ptr(&self, off: usize, len: usize) -> *mut u8 {
-        assert!(off.checked_add(len).is_some_and(|e| e <= self.len), "GpuBuf access out of bounds");
+        self.check_bounds(off, len);
         let base = self.host.expect("host access to device-only memory goes through copies");
         (base + off) as *mut u8
     }
 
     /// Copies `data` to `off` (a host store, or a copy to device memory).
+    /// Panics when a copy to device memory fails (see [`GpuBuf::try_write`]).
     pub fn write(&self, off: usize, data: &[u8]) {
-        let p = self.host_ptr(off, data.len());
-        // SAFETY: in bounds (checked) of a live allocation owned by self.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) };
+        if let Err(e) = self.try_write(off, data) {
+            panic!("GpuBuf write of {} bytes at {off} ({self:?}): {e}", data.len());
+        }
     }
 
+    /// Copies from `off` into `out`. Panics when a copy from device memory
+    /// fails (see [`GpuBuf::try_read`]).
     pub fn read(&self, off: usize, out: &mut [u8]) {
-        let p = self.host_ptr(off, out.len());
-        // SAFETY: in bounds (checked) of a live allocation owned by self.
-        unsafe { std::ptr::copy_nonoverlapping(p, out.as_mut_ptr(), out.len()) };
+        if let Err(e) = self.try_read(off, out) {
+            panic!("GpuBuf read of {} bytes at {off} ({self:?}): {e}", out.len());
+        }
+    }
+
+    /// As [`GpuBuf::write`], returning the error of a failed copy to device
+    /// memory (hipMemcpy) instead of panicking. Host memory cannot fail.
+    pub fn try_write(&self, off: usize, data: &[u8]) -> std::io::Result<()> {
+        match (self.host, &self._backing) {
+            (None, Backing::Hip(m)) => {
+                self.check_bounds(off, data.len());
+                m.copy_in(off, data)
+            }
+            _ => {
+                let p = self.host_ptr(off, data.len());
+                // SAFETY: in bounds (checked) of a live allocation owned by self.
+                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) };
+                Ok(())
+            }
+        }
+    }
+
+    /// As [`GpuBuf::read`], returning the error of a failed copy instead of
+    /// panicking.
+    pub fn try_read(&self, off: usize, out: &mut [u8]) -> std::io::Result<()> {
+        match (self.host, &self._backing) {
+            (None, Backing::Hip(m)) => {
+                self.check_bounds(off, out.len());
+                m.copy_out(off, out)
+            }
+            _ => {
+                let p = self.host_ptr(off, out.len());
+                // SAFETY: in bounds (checked) of a live allocation owned by self.
+                unsafe { std::ptr::copy_nonoverlapping(p, out.as_mut_ptr(), out.len()) };
+                Ok(())
+            }
+        }
+    }
+
+    fn check_bounds(&self, off: usize, len: usize) {
+        assert!(off.checked_add(len).is_some_and(|e| e <= self.len), "GpuBuf access out of bounds");
     }
 
     /// Writes a plain-old-data value (a descriptor) at `off`.

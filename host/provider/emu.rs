@@ -213,4 +213,7 @@ impl Nic for EmuDevice {
     fn progress(&self) -> bool {
         self.nic.step()
     }
+    fn emu_counters(&self) -> Option<crate::emu::CounterSnapshot> {
+        Some(self.nic.counters())
+    }
 }

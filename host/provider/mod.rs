@@ -86,6 +86,10 @@ pub trait Nic: Send + Sync {
     /// by RCCL's proxy thread); hardware needs nothing.
     fn needs_progress(&self) -> bool;
     fn progress(&self) -> bool;
+    /// The emulated NIC's bus and wire counters; hardware returns None.
+    fn emu_counters(&self) -> Option<crate::emu::CounterSnapshot> {
+        None
+    }
 }
 
 /// The NICs of one kind available to this process.
