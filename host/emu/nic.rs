@@ -171,6 +171,9 @@ struct Inner {
     uar_of: Mutex<HashMap<u32, (usize, usize)>>,
     counters: Counters,
     wake: (Mutex<bool>, Condvar),
+    /// The polling thread is (about to be) blocked on `wake`: only then is a
+    /// notification worth a system call.
+    sleeping: AtomicBool,
     stop: AtomicBool,
     poller: Mutex<Option<std::thread::JoinHandle<()>>>,
     bus_regs: Mutex<HashMap<usize, Registration>>,
@@ -254,6 +257,7 @@ impl EmuNic {
             uar_of: Mutex::new(HashMap::new()),
             counters: Counters::default(),
             wake: (Mutex::new(false), Condvar::new()),
+            sleeping: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             poller: Mutex::new(None),
             bus_regs: Mutex::new(HashMap::new()),
@@ -551,20 +555,36 @@ unsafe extern "C" fn uar_doorbell(ctx: *const std::ffi::c_void, addr: usize, val
 }
 
 fn poll_loop(weak: Weak<Inner>) {
+    // Idle rounds spent yielding before sleeping: a wake-up through the
+    // condition variable costs tens of microseconds on a busy machine, which
+    // would dominate every emulated latency.
+    const SPIN_ROUNDS: u32 = 64;
+    let mut idle = 0u32;
     loop {
         let Some(inner) = weak.upgrade() else { return };
         if inner.stop.load(Ordering::Relaxed) {
             return;
         }
-        if !inner.step() {
-            // Cross-process packets do not wake us: poll again soon.
-            let (m, cv) = &inner.wake;
-            let mut woken = lock(m);
-            if !*woken {
-                woken = cv.wait_timeout(woken, Duration::from_micros(50)).map(|r| r.0).unwrap_or_else(|e| e.into_inner().0);
-            }
-            *woken = false;
+        if inner.step() {
+            idle = 0;
+            continue;
         }
+        idle += 1;
+        if idle < SPIN_ROUNDS {
+            drop(inner);
+            std::thread::yield_now();
+            continue;
+        }
+        // Cross-process packets do not wake us: poll again soon.
+        let (m, cv) = &inner.wake;
+        let mut woken = lock(m);
+        if !*woken {
+            inner.sleeping.store(true, Ordering::Release);
+            woken = cv.wait_timeout(woken, Duration::from_micros(50)).map(|r| r.0).unwrap_or_else(|e| e.into_inner().0);
+            inner.sleeping.store(false, Ordering::Release);
+        }
+        *woken = false;
+        idle = 0;
     }
 }
 
@@ -598,8 +618,11 @@ impl Inner {
 
     fn wake(&self) {
         let (m, cv) = &self.wake;
-        *lock(m) = true;
-        cv.notify_one();
+        let mut w = lock(m);
+        *w = true;
+        if self.sleeping.load(Ordering::Acquire) {
+            cv.notify_one();
+        }
     }
 
     /// A doorbell write arrived over the bus.
