@@ -207,6 +207,9 @@ impl HipAllocator {
                 hip!(hipHostRegister(base as *mut c_void, end - base, HOST_REGISTER_IO_MEMORY | HOST_REGISTER_MAPPED)
                     as fn(*mut c_void, usize, c_uint))
             };
+            // Registered by someone else already (another library mapping the
+            // same page): use it, but leave the unregistering to them.
+            let owned = rc == HIP_SUCCESS;
             if rc != HIP_SUCCESS && rc != HIP_ERROR_ALREADY_REGISTERED {
                 return Err(io_err(
                     &format!(
@@ -222,16 +225,20 @@ impl HipAllocator {
             let mut d: *mut c_void = std::ptr::null_mut();
             // SAFETY: `d` is a valid out-pointer; `base` was registered above.
             let rc = unsafe {
-                hip!(hipHostGetDevicePointer(&mut d, base as *mut c_void, 0) as fn(*mut *mut c_void, *mut c_void, c_uint))
+                hip!(hipHostGetDevicePointer(&mut d, base as *mut c_void, 0)
+                    as fn(*mut *mut c_void, *mut c_void, c_uint))
             };
             if rc != HIP_SUCCESS || d.is_null() {
-                // SAFETY: undoing the registration above.
-                unsafe { hip!(hipHostUnregister(base as *mut c_void) as fn(*mut c_void)) };
+                if owned {
+                    // SAFETY: undoing the registration above.
+                    unsafe { hip!(hipHostUnregister(base as *mut c_void) as fn(*mut c_void)) };
+                }
                 return Err(io_err(&format!("hipHostGetDevicePointer of the doorbell page {base:#x}"), rc));
             }
-            Ok(d as u64)
+            Ok((d as u64, owned))
         })?;
-        maps.insert(key, IoEntry { count: 1, dev, len: end - base });
+        let (dev, owned) = dev;
+        maps.insert(key, IoEntry { count: 1, dev, len: end - base, owned });
         Ok(IoMapping { key, dev_base: dev, offset: addr - base })
     }
 }
@@ -250,6 +257,8 @@ struct IoEntry {
     count: usize,
     dev: u64,
     len: usize,
+    /// Registered by map_io (not found already registered).
+    owned: bool,
 }
 
 /// Registered I/O pages by (HIP device, page address).
@@ -278,13 +287,16 @@ impl Drop for IoMapping {
         let last = match maps.get_mut(&self.key) {
             Some(m) => {
                 m.count -= 1;
-                m.count == 0
+                (m.count == 0).then_some(m.owned)
             }
-            None => false,
+            None => None,
         };
-        if last {
+        if let Some(owned) = last {
             maps.remove(&self.key);
             let (device, base) = self.key;
+            if !owned {
+                return;
+            }
             let _ = on_device(device, || {
                 // SAFETY: the page was registered by map_io and no mapping of
                 // it is left.
@@ -380,7 +392,7 @@ impl Allocator for HipAllocator {
             }
             // Owned from here: freed on every error path below by HipMem's Drop.
             let mem = HipMem { ptr: p, placement, device: self.device };
-            if align > 1 && (p as usize) % align != 0 {
+            if align > 1 && !(p as usize).is_multiple_of(align) {
                 return Err(std::io::Error::other(format!(
                     "HIP returned {p:p}, not aligned to the {align} bytes asked for"
                 )));
@@ -388,13 +400,10 @@ impl Allocator for HipAllocator {
             match placement {
                 // SAFETY: `size` bytes just allocated and host-accessible.
                 Placement::HostPinned => unsafe { std::ptr::write_bytes(p as *mut u8, 0, size) },
-                Placement::Device => {
-                    // SAFETY: `size` bytes of device memory just allocated.
-                    let rc = unsafe { hip!(hipMemset(p, 0, size) as fn(*mut c_void, c_int, usize)) };
-                    if rc != HIP_SUCCESS {
-                        return Err(io_err(&format!("hipMemset of {size} bytes"), rc));
-                    }
-                }
+                // hipMemcpy from pageable host memory returns once the copy is
+                // done; hipMemset may return before (asynchronous on the null
+                // stream), and no device-wide synchronisation is wanted here.
+                Placement::Device => mem.copy_in(0, &vec![0u8; size])?,
             }
             Ok(mem)
         })?;

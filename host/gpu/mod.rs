@@ -128,13 +128,13 @@ impl GpuBuf {
 
     /// The 64-bit word at `off` as an atomic, for host-visible memory.
     pub fn atomic_u64(&self, off: usize) -> &std::sync::atomic::AtomicU64 {
-        assert!(off % 8 == 0, "misaligned atomic");
+        assert!(off.is_multiple_of(8), "misaligned atomic");
         let p = self.host_ptr(off, 8);
         // SAFETY: aligned, in bounds, alive as long as self.
         unsafe { std::sync::atomic::AtomicU64::from_ptr(p as *mut u64) }
     }
     pub fn atomic_u32(&self, off: usize) -> &std::sync::atomic::AtomicU32 {
-        assert!(off % 4 == 0, "misaligned atomic");
+        assert!(off.is_multiple_of(4), "misaligned atomic");
         let p = self.host_ptr(off, 4);
         // SAFETY: aligned, in bounds, alive as long as self.
         unsafe { std::sync::atomic::AtomicU32::from_ptr(p as *mut u32) }
