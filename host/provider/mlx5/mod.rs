@@ -1,13 +1,51 @@
-//! ConnectX through verbs (rdma-sys) and mlx5 DevX (bindgen of mlx5dv.h).
-//! Probing is here; queue creation follows rocSHMEM's GDA design.
+//! ConnectX through verbs (rdma-sys) and mlx5 DevX (bindgen of mlx5dv.h),
+//! following rocSHMEM's GDA design: per QP, the send ring, a CQ ring and the
+//! doorbell records are DevX umems in host-pinned memory (hipHostMalloc) by
+//! default, or GPU memory by RCCL_RUST_GIN_QUEUE_PLACEMENT=device; each QP
+//! has a non-cached UAR of its own, mapped for the GPU through HIP; the CQ is
+//! a normal one (the device code polls CQEs by owner bit and writes the CQ
+//! doorbell record).
+//!
+//! Modules: [`device`] (open, port, GID, NicInfo), [`devx`] (umem, UAR,
+//! DevX objects), [`prm`] (the PRM command layouts), [`qp`] (queue pairs),
+//! [`mr`] (memory regions), [`addr`] (the peer address and path math).
+//!
+//! UNVERIFIED ON HARDWARE: written and compiled without a ConnectX NIC or an
+//! AMD GPU. docs/mlx5-provider.md lists what has and has not run, and the
+//! commands that verify it on an MI300X + ConnectX-7 node.
 
-use super::{Nic, NicInfo, Provider};
+pub mod addr;
+mod device;
+mod devx;
+pub mod mr;
+pub mod prm;
+mod qp;
+
+use super::{Access, MemoryRegion, Nic, NicAddress, NicInfo, Provider, QueuePair};
 use crate::config::{Config, ProviderKind};
 use crate::error::{Error, Result};
-use std::sync::Arc;
+use crate::gpu::hip::HipAllocator;
+use crate::gpu::{Allocator, HostMemory, Placement};
+use device::Context;
+use std::sync::{Arc, Mutex};
+
+pub use devx::{UAR_ALLOC_TYPE_NC, UAR_ALLOC_TYPE_NC_DEDICATED};
 
 pub struct Mlx5Provider {
     names: Vec<String>,
+    config: Config,
+    infos: Mutex<Vec<Option<NicInfo>>>,
+}
+
+/// Where an opened NIC puts queue memory and maps doorbells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemoryMode {
+    /// For GPU kernels: memory through HIP, doorbells mapped for the GPU
+    /// (what [`Provider::open`] does; fails without a GPU).
+    Gpu,
+    /// For posting from the host (tests, tools): plain host memory and the
+    /// CPU's doorbell mapping. Descriptors then hold host addresses.
+    Host,
 }
 
 impl Mlx5Provider {
@@ -48,7 +86,40 @@ impl Mlx5Provider {
                 config.nic_filter.as_ref().map(|f| format!(" matching RCCL_RUST_GIN_NIC={f}")).unwrap_or_default()
             )));
         }
-        Ok(Mlx5Provider { names })
+        let infos = Mutex::new(vec![None; names.len()]);
+        Ok(Mlx5Provider { names, config: config.clone(), infos })
+    }
+
+    /// The device names, in index order.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// Opens device `dev` with queue memory and doorbells for `mode`.
+    pub fn open_mode(&self, dev: usize, mode: MemoryMode) -> Result<Arc<Mlx5Nic>> {
+        super::check_dev(dev, self.names.len())?;
+        let ctx = Arc::new(Context::open(&self.names[dev], &self.config, true)?);
+        let memory = match mode {
+            MemoryMode::Gpu => qp::Memory::Gpu(Arc::new(HipAllocator::new().map_err(|e| {
+                Error::System(format!("{}: queue memory and doorbells for the GPU: {}", ctx.name, e.message()))
+            })?)),
+            MemoryMode::Host => qp::Memory::Host(Arc::new(HostMemory)),
+        };
+        let eqn = devx::query_eqn(&ctx)?;
+        let info = ctx.info();
+        crate::info_line!(
+            INIT,
+            "mlx5 provider: {} port {} ({:?}, GID index {} {:?}, {} Mbps, PCI {}), memory: {}",
+            info.name,
+            ctx.port,
+            ctx.link_layer,
+            ctx.gid_index,
+            ctx.gid_type,
+            info.speed_mbps,
+            info.pci_path,
+            memory.allocator().describe()
+        );
+        Ok(Arc::new(Mlx5Nic { ctx, memory, eqn, info }))
     }
 }
 
@@ -61,10 +132,67 @@ impl Provider for Mlx5Provider {
     }
     fn info(&self, dev: usize) -> Result<NicInfo> {
         super::check_dev(dev, self.names.len())?;
-        Err(Error::InvalidUsage(format!("{}: the mlx5 provider's device queries are not built yet", self.names[dev])))
+        let mut infos = self.infos.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = &infos[dev] {
+            return Ok(i.clone());
+        }
+        // A plain verbs context is enough for the queries (no DevX needed).
+        let info = Context::open(&self.names[dev], &self.config, false)?.info();
+        infos[dev] = Some(info.clone());
+        Ok(info)
     }
     fn open(&self, dev: usize) -> Result<Arc<dyn Nic>> {
-        super::check_dev(dev, self.names.len())?;
-        Err(Error::InvalidUsage(format!("{}: the mlx5 provider's queue creation is not built yet", self.names[dev])))
+        Ok(self.open_mode(dev, MemoryMode::Gpu)?)
+    }
+}
+
+/// One opened ConnectX port.
+pub struct Mlx5Nic {
+    ctx: Arc<Context>,
+    memory: qp::Memory,
+    eqn: u32,
+    info: NicInfo,
+}
+
+impl Nic for Mlx5Nic {
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Mlx5
+    }
+    fn info(&self) -> NicInfo {
+        self.info.clone()
+    }
+    fn address(&self) -> NicAddress {
+        self.ctx.address().encode()
+    }
+    fn check_peer(&self, remote: &NicAddress) -> Result<()> {
+        addr::check_peer(&self.ctx.address(), &addr::Mlx5Address::decode(remote)?)
+    }
+    fn allocator(&self) -> Arc<dyn Allocator> {
+        self.memory.allocator()
+    }
+    fn create_qp(&self, log_depth: u32, traffic_class: u8, rings_in_device_memory: bool) -> Result<Box<dyn QueuePair>> {
+        let rings = if rings_in_device_memory { Placement::Device } else { Placement::HostPinned };
+        Ok(Box::new(qp::Mlx5Qp::create(&self.ctx, &self.memory, self.eqn, log_depth, traffic_class, rings)?))
+    }
+    unsafe fn reg_mr(&self, addr: u64, len: u64, access: Access) -> Result<Box<dyn MemoryRegion>> {
+        // SAFETY: forwarded contract.
+        unsafe { mr::reg(&self.ctx, addr, len, access) }
+    }
+    unsafe fn reg_dmabuf_mr(
+        &self,
+        addr: u64,
+        len: u64,
+        offset: u64,
+        fd: i32,
+        access: Access,
+    ) -> Result<Box<dyn MemoryRegion>> {
+        // SAFETY: forwarded contract.
+        unsafe { mr::reg_dmabuf(&self.ctx, addr, len, offset, fd, access) }
+    }
+    fn needs_progress(&self) -> bool {
+        false
+    }
+    fn progress(&self) -> bool {
+        false
     }
 }

@@ -1,0 +1,307 @@
+//! One RC queue pair built with DevX over [`QueueMem`]: the send ring, the
+//! CQ ring and the doorbell records are umems in memory the kernel (device
+//! code) reaches, the doorbell is a UAR page of its own, mapped for the GPU.
+//! The device code posts, rings and polls; the host only creates, connects
+//! and destroys.
+
+use super::addr::{self, GidType, LinkLayer, Mlx5Address};
+use super::device::{errno, Context};
+use super::devx::{Obj, Uar, Umem};
+use super::prm;
+use crate::abi::rust_gin_mlx5_sq;
+use crate::error::{Error, Result};
+use crate::gpu::hip::{HipAllocator, IoMapping};
+use crate::gpu::{Allocator, GpuBuf, Placement};
+use crate::mlx5::queue::{QueueMem, CQ_DBREC_OFF, QP_DBREC_OFF};
+use crate::mlx5::wire::CQE_SIZE;
+use crate::provider::{NicAddress, QueuePair};
+use crate::sys::mlx5dv;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// Connection parameters (docs/mlx5-provider.md says why these values).
+pub const ACK_TIMEOUT: u8 = 20; // 4.096 us * 2^20 = 4.3 s, NCCL_IB_TIMEOUT's default
+pub const RETRY_COUNT: u8 = 7;
+pub const RNR_RETRY: u8 = 7;
+pub const MIN_RNR_NAK: u8 = 12; // 0.64 ms; unused (no receive queue), required by INIT2RTR
+pub const HOP_LIMIT: u8 = 255;
+/// At most 16 RDMA READs / atomics outstanding in each direction.
+pub const MAX_RD_ATOMIC: i32 = 16;
+
+/// Where the doorbell register is for the device code.
+pub(crate) enum Doorbell {
+    /// Mapped for a GPU (hipHostRegister IoMemory).
+    Gpu(IoMapping),
+    /// The CPU mapping itself (host-side posting).
+    Host(u64),
+}
+
+impl Doorbell {
+    fn addr(&self) -> u64 {
+        match self {
+            Doorbell::Gpu(m) => m.dev_addr(),
+            Doorbell::Host(a) => *a,
+        }
+    }
+}
+
+/// How queue memory is reached: through HIP for a GPU, or plain host memory
+/// for host-side posting.
+#[derive(Clone)]
+pub(crate) enum Memory {
+    Gpu(Arc<HipAllocator>),
+    Host(Arc<dyn Allocator>),
+}
+
+impl Memory {
+    pub fn allocator(&self) -> Arc<dyn Allocator> {
+        match self {
+            Memory::Gpu(h) => h.clone(),
+            Memory::Host(a) => a.clone(),
+        }
+    }
+}
+
+pub(crate) struct Mlx5Qp {
+    // Drop order is declaration order: the QP, then its CQ, then the umems
+    // under them, the GPU mapping of the doorbell, the UAR, the memory, and
+    // last the device context.
+    qp: Obj,
+    _cq: Obj,
+    _umem_sq: Umem,
+    _umem_cq: Umem,
+    _umem_dbr: Umem,
+    doorbell: Doorbell,
+    uar: Uar,
+    mem: QueueMem,
+    ctx: Arc<Context>,
+    qpn: u32,
+    cqn: u32,
+    traffic_class: u8,
+    connected: AtomicBool,
+}
+
+/// The address the NIC uses for a buffer: its host mapping when it has one
+/// (pinned host memory), else its GPU address (device memory, reached by the
+/// NIC through peer memory).
+fn nic_addr(b: &GpuBuf) -> u64 {
+    b.host_addr().map(|a| a as u64).unwrap_or(b.dev_addr())
+}
+
+impl Mlx5Qp {
+    pub fn create(
+        ctx: &Arc<Context>,
+        memory: &Memory,
+        eqn: u32,
+        log_depth: u32,
+        traffic_class: u8,
+        rings: Placement,
+    ) -> Result<Mlx5Qp> {
+        let name = &ctx.name;
+        let alloc = memory.allocator();
+        let mem = QueueMem::new(alloc.as_ref(), log_depth, rings)
+            .map_err(|e| Error::System(format!("{name}: queue memory ({}): {e}", alloc.describe())))?;
+        // Every CQE starts invalid and hardware-owned (op_own 0xF1), as
+        // rocSHMEM's mlx5_initialize_cq_buffer does; the device code polls
+        // by owner bit from consumer index 0.
+        mem.cq
+            .try_write(0, &vec![0xF1u8; CQE_SIZE << mem.log_cq_cnt])
+            .map_err(|e| Error::System(format!("{name}: initialising the CQ ring: {e}")))?;
+
+        let uar = Uar::alloc(ctx)?;
+        // SAFETY: `mem` outlives the umems: Mlx5Qp declares it after them (so
+        // drops it later), and on the error paths below the locals drop in
+        // reverse order (objects, umems, UAR, then memory).
+        let umem_sq = unsafe { Umem::register(ctx, nic_addr(&mem.sq), mem.sq.len(), "send queue ring")? };
+        // SAFETY: as above.
+        let umem_cq = unsafe { Umem::register(ctx, nic_addr(&mem.cq), mem.cq.len(), "completion queue ring")? };
+        // SAFETY: as above.
+        let umem_dbr = unsafe { Umem::register(ctx, nic_addr(&mem.dbr), mem.dbr.len(), "doorbell records")? };
+
+        let (cq, out) = Obj::create(
+            ctx,
+            "CREATE_CQ",
+            &prm::create_cq(&prm::CqArgs {
+                log_cq_size: mem.log_cq_cnt,
+                uar_page: uar.page_id,
+                eqn,
+                cq_umem_id: umem_cq.id,
+                cq_umem_offset: 0,
+                dbr_umem_id: umem_dbr.id,
+                dbr_offset: CQ_DBREC_OFF as u64,
+            }),
+        )?;
+        let cqn = prm::get(&out, prm::create_cq_out::CQN) as u32;
+        let (qp, out) = Obj::create(
+            ctx,
+            "CREATE_QP",
+            &prm::create_qp(&prm::QpArgs {
+                pdn: ctx.pdn,
+                log_sq_size: mem.log_wqe_cnt,
+                uar_page: uar.page_id,
+                cqn,
+                wq_umem_id: umem_sq.id,
+                dbr_umem_id: umem_dbr.id,
+                dbr_offset: QP_DBREC_OFF as u64,
+            }),
+        )?;
+        let qpn = prm::get(&out, prm::create_qp_out::QPN) as u32;
+        let doorbell = match memory {
+            Memory::Gpu(h) => Doorbell::Gpu(
+                h.map_io(uar.reg_addr, 8).map_err(|e| Error::System(format!("{name}: QP {qpn:#x} doorbell: {e}")))?,
+            ),
+            Memory::Host(_) => Doorbell::Host(uar.reg_addr as u64),
+        };
+        crate::info_line!(
+            NET,
+            "{name}: DevX QP {qpn:#x} (CQ {cqn:#x}, {} WQEBBs, {} UAR page {}, rings in {:?} memory of {})",
+            1u32 << mem.log_wqe_cnt,
+            if uar.dedicated { "dedicated" } else { "shared" },
+            uar.page_id,
+            rings,
+            alloc.describe()
+        );
+        Ok(Mlx5Qp {
+            qp,
+            _cq: cq,
+            _umem_sq: umem_sq,
+            _umem_cq: umem_cq,
+            _umem_dbr: umem_dbr,
+            doorbell,
+            uar,
+            mem,
+            ctx: ctx.clone(),
+            qpn,
+            cqn,
+            traffic_class,
+            connected: AtomicBool::new(false),
+        })
+    }
+
+    /// The remote MAC for a RoCE path, resolved by the kernel through an
+    /// address handle (as NCCL's DOCA host code does: ibv_create_ah, then
+    /// mlx5dv_init_obj(MLX5DV_OBJ_AH) for the AV's rmac).
+    fn resolve_rmac(&self, remote: &Mlx5Address) -> Result<[u8; 6]> {
+        let ctx = &self.ctx;
+        // SAFETY: plain C struct; zero is a valid start for every field.
+        let mut attr: rdma_sys::ibv_ah_attr = unsafe { std::mem::zeroed() };
+        attr.grh.dgid = rdma_sys::ibv_gid { raw: remote.gid };
+        attr.grh.sgid_index = ctx.gid_index;
+        attr.grh.hop_limit = HOP_LIMIT;
+        attr.grh.traffic_class = self.traffic_class;
+        attr.is_global = 1;
+        attr.port_num = ctx.port;
+        // SAFETY: valid PD and attributes.
+        let ah = unsafe { rdma_sys::ibv_create_ah(ctx.pd, &mut attr) };
+        if ah.is_null() {
+            return Err(Error::System(format!(
+                "{}: resolving the peer's MAC address (ibv_create_ah towards GID index {} of the peer): {}; is the \
+                 peer's IP reachable from this interface?",
+                ctx.name,
+                remote.gid_index,
+                errno()
+            )));
+        }
+        let mut dv = mlx5dv::mlx5dv_ah { av: std::ptr::null_mut(), comp_mask: 0 };
+        // SAFETY: zeroed union of in/out pointer pairs; only .ah is used.
+        let mut obj: mlx5dv::mlx5dv_obj = unsafe { std::mem::zeroed() };
+        obj.ah.in_ = ah;
+        obj.ah.out = &mut dv;
+        // SAFETY: obj.ah points at a live AH and an output struct.
+        let rc = unsafe { mlx5dv::mlx5dv_init_obj(&mut obj, mlx5dv::MLX5DV_OBJ_AH as u64) };
+        // SAFETY: dv.av points into the live AH when rc == 0.
+        let mac = (rc == 0 && !dv.av.is_null()).then(|| unsafe { (*dv.av).rmac });
+        // SAFETY: the AH created above.
+        unsafe { rdma_sys::ibv_destroy_ah(ah) };
+        mac.ok_or_else(|| Error::System(format!("{}: mlx5dv_init_obj(AH) for the peer's MAC failed ({rc})", ctx.name)))
+    }
+}
+
+impl QueuePair for Mlx5Qp {
+    fn qpn(&self) -> u32 {
+        self.qpn
+    }
+
+    fn connect(&self, remote: &NicAddress, remote_qpn: u32) -> Result<()> {
+        let ctx = &self.ctx;
+        let local = ctx.address();
+        let peer = Mlx5Address::decode(remote)?;
+        addr::check_peer(&local, &peer)?;
+        if remote_qpn == 0 || remote_qpn > 0xff_ffff {
+            return Err(Error::InvalidArgument(format!("remote QP number {remote_qpn:#x} is not a 24-bit QPN")));
+        }
+        if self.connected.swap(true, Ordering::AcqRel) {
+            // A failed transition leaves the QP half-way: a retry needs a new QP.
+            return Err(Error::InvalidUsage(format!("{}: connect was already called on QP {:#x}", ctx.name, self.qpn)));
+        }
+        let path = match local.link_layer {
+            LinkLayer::Infiniband => prm::PathArgs::Ib { rlid: peer.lid, sl: 0 },
+            LinkLayer::Ethernet => {
+                let flow_label = addr::calc_flow_label(self.qpn, remote_qpn);
+                prm::PathArgs::Roce {
+                    rgid: peer.gid,
+                    sgid_index: ctx.gid_index,
+                    hop_limit: HOP_LIMIT,
+                    traffic_class: self.traffic_class,
+                    flow_label,
+                    rmac: self.resolve_rmac(&peer)?,
+                    udp_sport: (ctx.gid_type == GidType::RoceV2).then(|| addr::flow_label_to_udp_sport(flow_label)),
+                    eth_prio: 0,
+                }
+            }
+        };
+        let log2 = |n: i32| (31 - (n.clamp(1, MAX_RD_ATOMIC) as u32).leading_zeros()) as u8;
+        let what = |t: &str| format!("{t} of QP {:#x} (towards QP {remote_qpn:#x})", self.qpn);
+        self.qp.modify(&ctx.name, &what("RST2INIT"), &prm::rst2init(self.qpn, ctx.port))?;
+        self.qp.modify(
+            &ctx.name,
+            &what("INIT2RTR"),
+            &prm::init2rtr(&prm::RtrArgs {
+                qpn: self.qpn,
+                remote_qpn,
+                port: ctx.port,
+                mtu: addr::path_mtu(&local, &peer),
+                log_msg_max: ctx.log_msg_max(),
+                log_rra_max: log2(ctx.max_qp_rd_atom),
+                min_rnr_nak: MIN_RNR_NAK,
+                next_rcv_psn: 0,
+                path,
+            }),
+        )?;
+        self.qp.modify(
+            &ctx.name,
+            &what("RTR2RTS"),
+            &prm::rtr2rts(&prm::RtsArgs {
+                qpn: self.qpn,
+                next_send_psn: 0,
+                log_sra_max: log2(ctx.max_qp_init_rd_atom),
+                retry_count: RETRY_COUNT,
+                rnr_retry: RNR_RETRY,
+                ack_timeout: ACK_TIMEOUT,
+            }),
+        )?;
+        crate::info_line!(
+            NET,
+            "{}: QP {:#x} connected to QP {remote_qpn:#x} ({:?}, path MTU {} bytes)",
+            ctx.name,
+            self.qpn,
+            local.link_layer,
+            addr::mtu_bytes(addr::path_mtu(&local, &peer))
+        );
+        Ok(())
+    }
+
+    fn descriptor(&self, peer: u32, error: u64, timeout_ns: u64) -> rust_gin_mlx5_sq {
+        self.mem.descriptor(self.qpn, self.cqn, self.doorbell.addr(), peer, error, timeout_ns)
+    }
+
+    fn memory(&self) -> &QueueMem {
+        &self.mem
+    }
+}
+
+impl Drop for Mlx5Qp {
+    fn drop(&mut self) {
+        tracing::debug!("{}: destroying QP {:#x} (UAR page {})", self.ctx.name, self.qpn, self.uar.page_id);
+    }
+}
