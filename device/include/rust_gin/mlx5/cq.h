@@ -48,10 +48,12 @@ class CompletionQueue {
       ++consumed;
     }
     if (consumed) {
-      atomic_fetch_max(&st_->done, done, __ATOMIC_RELEASE, Scope::agent);
-      atomic_exchange(&st_->cq_ci, ci, __ATOMIC_RELAXED, Scope::agent);
-      // Tell the NIC how far we consumed (CQ doorbell record, 24-bit ci).
+      // Tell the NIC how far we consumed (CQ doorbell record, 24-bit ci)
+      // before handing out the credit: new WQEs may produce new CQEs, and the
+      // NIC must already see the room they need.
       dbr_store32(reinterpret_cast<volatile uint32_t*>(d_.cq_dbrec), bswap32(static_cast<uint32_t>(ci) & 0xffffffu));
+      atomic_exchange(&st_->cq_ci, ci, __ATOMIC_RELAXED, Scope::agent);
+      atomic_fetch_max(&st_->done, done, __ATOMIC_RELEASE, Scope::agent);
     }
     atomic_exchange(&st_->poll_lock, 0u, __ATOMIC_RELEASE, Scope::agent);
     return status;
