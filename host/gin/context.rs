@@ -84,6 +84,70 @@ impl Settings {
     }
 }
 
+/// One RC queue pair per (context, peer), self included (loopback), each
+/// connected to the QP the peer made for us. Shared by createContext of the
+/// GIN backend and of the RMA plugin.
+pub struct QpMesh {
+    /// Indexed `context * nranks + peer`.
+    pub qps: Vec<Box<dyn QueuePair>>,
+    /// What each rank sent along with its QP numbers (`extra` of build()).
+    pub extras: Vec<Vec<u8>>,
+}
+
+impl QpMesh {
+    /// Creates the queue pairs, exchanges QP numbers (and `extra`, the same
+    /// bytes to every peer) with every rank, connects, and waits until every
+    /// rank is ready to receive. Collective: every rank calls it, in the same
+    /// order; the caller holds `coll.collective`.
+    pub fn build(
+        coll: &CollComm,
+        n_contexts: u32,
+        log_depth: u32,
+        traffic_class: u8,
+        rings_in_device_memory: bool,
+        extra: &[u8],
+    ) -> Result<QpMesh> {
+        let nranks = coll.nranks;
+        let mut qps = Vec::with_capacity((n_contexts * nranks) as usize);
+        for _ in 0..n_contexts {
+            for _ in 0..nranks {
+                qps.push(coll.nic.create_qp(log_depth, traffic_class, rings_in_device_memory)?);
+            }
+        }
+        let qp = |c: u32, p: u32| &qps[(c * nranks + p) as usize];
+        let head = extra.len();
+        let mine = |p: u32| {
+            let mut v = Vec::with_capacity(head + 4 * n_contexts as usize);
+            v.extend_from_slice(extra);
+            for c in 0..n_contexts {
+                v.extend_from_slice(&qp(c, p).qpn().to_le_bytes());
+            }
+            v
+        };
+        let theirs = coll.mesh.alltoall(mine)?;
+        let mut extras = Vec::with_capacity(nranks as usize);
+        for (p, m) in theirs.iter().enumerate() {
+            if m.len() != head + 4 * n_contexts as usize {
+                return Err(Error::Remote(format!(
+                    "rank {p} sent a context description of {} bytes (created with another nContexts?)",
+                    m.len()
+                )));
+            }
+            extras.push(m[..head].to_vec());
+            for c in 0..n_contexts {
+                let at = head + 4 * c as usize;
+                let rqpn = u32::from_le_bytes(m[at..at + 4].try_into().expect("4"));
+                qp(c, p as u32).connect(&coll.peers[p], rqpn).map_err(|e| {
+                    Error::System(format!("connecting context {c} to rank {p} (QP {rqpn:#x}): {}", e.message()))
+                })?;
+            }
+        }
+        // Nobody posts before everyone's queues are ready to receive.
+        coll.mesh.barrier()?;
+        Ok(QpMesh { qps, extras })
+    }
+}
+
 pub struct GinContext {
     pub coll: Arc<CollComm>,
     pub settings: Settings,
@@ -138,47 +202,19 @@ impl GinContext {
         // SAFETY: as above.
         let sink_mr = unsafe { nic.reg_mr(sink.dev_addr(), sink.len() as u64, Access::LOCAL_WRITE)? };
 
-        // One queue pair per (context, peer), self included (loopback).
-        let mut qps = Vec::with_capacity((nctx * nranks) as usize);
-        for _ in 0..nctx {
-            for _ in 0..nranks {
-                qps.push(nic.create_qp(settings.log_depth, settings.traffic_class, cfg.rings_in_device_memory)?);
-            }
-        }
-        let qp = |c: u32, p: u32| &qps[(c * nranks + p) as usize];
-
         // Tell every peer the QPs meant for it, and where our signals are.
-        let mine = |p: u32| {
-            let mut v = Vec::with_capacity(12 + 4 * nctx as usize);
-            v.extend_from_slice(&signals_mr.addr().to_le_bytes());
-            v.extend_from_slice(&signals_mr.rkey().to_le_bytes());
-            for c in 0..nctx {
-                v.extend_from_slice(&qp(c, p).qpn().to_le_bytes());
-            }
-            v
-        };
-        let theirs = coll.mesh.alltoall(mine)?;
+        let mut sig = Vec::with_capacity(12);
+        sig.extend_from_slice(&signals_mr.addr().to_le_bytes());
+        sig.extend_from_slice(&signals_mr.rkey().to_le_bytes());
+        let mesh = QpMesh::build(&coll, nctx, settings.log_depth, settings.traffic_class, cfg.rings_in_device_memory, &sig)?;
         let mut remote_signals = Vec::with_capacity(nranks as usize);
-        for (p, m) in theirs.iter().enumerate() {
-            if m.len() != 12 + 4 * nctx as usize {
-                return Err(Error::Remote(format!(
-                    "rank {p} sent a context description of {} bytes (created with another nContexts?)",
-                    m.len()
-                )));
-            }
+        for m in &mesh.extras {
             let base = u64::from_le_bytes(m[0..8].try_into().expect("8"));
             let rkey = u32::from_le_bytes(m[8..12].try_into().expect("4"));
             remote_signals.push((base, rkey));
-            for c in 0..nctx {
-                let at = 12 + 4 * c as usize;
-                let rqpn = u32::from_le_bytes(m[at..at + 4].try_into().expect("4"));
-                qp(c, p as u32).connect(&coll.peers[p], rqpn).map_err(|e| {
-                    Error::System(format!("connecting context {c} to rank {p} (QP {rqpn:#x}): {}", e.message()))
-                })?;
-            }
         }
-        // Nobody posts before everyone's queues are ready to receive.
-        coll.mesh.barrier()?;
+        let qps = mesh.qps;
+        let qp = |c: u32, p: u32| &qps[(c * nranks + p) as usize];
 
         let timeout_ns = cfg.timeout_ns();
         let peers = alloc.alloc(std::mem::size_of::<rust_gin_peer>() * (nctx * nranks) as usize, 64, Placement::Device)?;

@@ -102,10 +102,24 @@ fn device_strings(dev: usize, name: &str, pci: &str) -> (*mut c_char, *mut c_cha
 }
 
 pub fn fill_properties(dev: c_int, props: &mut NcclNetProperties) -> Result<()> {
+    let device_version = crate::abi::RUST_GIN_DEVICE_ABI_VERSION as c_int;
+    fill_properties_of(&*provider()?, dev, props, NCCL_NET_DEVICE_GIN_RUST, device_version, 1)
+}
+
+/// getProperties for a provider: what the GIN backend and the RMA plugin
+/// report, apart from the offload type and version and maxRecvs.
+pub fn fill_properties_of(
+    provider: &dyn Provider,
+    dev: c_int,
+    props: &mut NcclNetProperties,
+    net_device_type: c_int,
+    net_device_version: c_int,
+    max_recvs: c_int,
+) -> Result<()> {
     if dev < 0 {
         return Err(bad_arg!("dev {dev} is negative"));
     }
-    let info = provider()?.info(dev as usize)?;
+    let info = provider.info(dev as usize)?;
     let (name, pci) = device_strings(dev as usize, &info.name, &info.pci_path);
     let mut v_props = NcclNetVDeviceProps { ndevs: 1, ..Default::default() };
     v_props.devs[0] = dev;
@@ -120,9 +134,9 @@ pub fn fill_properties(dev: c_int, props: &mut NcclNetProperties) -> Result<()> 
         port: info.port,
         latency: info.latency_us,
         max_comms: 65536,
-        max_recvs: 1,
-        net_device_type: NCCL_NET_DEVICE_GIN_RUST,
-        net_device_version: crate::abi::RUST_GIN_DEVICE_ABI_VERSION as c_int,
+        max_recvs,
+        net_device_type,
+        net_device_version,
         v_props,
         max_p2p_bytes: info.max_message as usize,
         max_coll_bytes: info.max_message as usize,
@@ -142,20 +156,32 @@ unsafe extern "C" fn listen(ctx: *mut c_void, dev: c_int, handle: *mut c_void, l
         let lc = out(listen_comm, "listenComm")?;
         *lc = std::ptr::null_mut();
         let inst = INSTANCES.get(ctx, "ctx")?;
-        if handle.is_null() {
-            return Err(bad_arg!("handle is NULL"));
-        }
-        if dev < 0 || dev as usize >= inst.provider.devices() {
-            return Err(bad_arg!("dev {dev} out of range (this provider has {} device(s))", inst.provider.devices()));
-        }
-        let l = ListenComm::new(inst, dev as usize)?;
-        let bytes = l.handle.encode();
-        // SAFETY: RCCL's handle buffer holds NCCL_NET_HANDLE_MAXSIZE bytes.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), handle as *mut u8, bytes.len()) };
-        info_line!(NET, "listening for connection setup on {} (NIC {})", l.listener.addr(), l.nic.info().name);
+        // SAFETY: RCCL's handle buffer, per the vtable contract.
+        let l = unsafe { listen_on(inst, dev, handle)? };
         *lc = LISTENS.insert(Arc::new(l));
         Ok(())
     })
+}
+
+/// listen() once the plugin context is found (shared with the RMA plugin):
+/// opens the NIC and the connection-setup socket and writes the 128-byte
+/// handle into RCCL's buffer.
+///
+/// # Safety
+/// `handle` is NULL (refused) or points to NCCL_NET_HANDLE_MAXSIZE writable bytes.
+pub unsafe fn listen_on(inst: Arc<Instance>, dev: c_int, handle: *mut c_void) -> Result<ListenComm> {
+    if handle.is_null() {
+        return Err(bad_arg!("handle is NULL"));
+    }
+    if dev < 0 || dev as usize >= inst.provider.devices() {
+        return Err(bad_arg!("dev {dev} out of range (this provider has {} device(s))", inst.provider.devices()));
+    }
+    let l = ListenComm::new(inst, dev as usize)?;
+    let bytes = l.handle.encode();
+    // SAFETY: RCCL's handle buffer holds NCCL_NET_HANDLE_MAXSIZE bytes.
+    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), handle as *mut u8, bytes.len()) };
+    info_line!(NET, "listening for connection setup on {} (NIC {})", l.listener.addr(), l.nic.info().name);
+    Ok(l)
 }
 
 unsafe extern "C" fn connect(
@@ -170,33 +196,52 @@ unsafe extern "C" fn connect(
         let cc = out(coll_comm, "collComm")?;
         *cc = std::ptr::null_mut();
         let inst = INSTANCES.get(ctx, "ctx")?;
-        inst.check_alive()?;
         let l = LISTENS.get(listen_comm, "listenComm")?;
-        if nranks < 1 {
-            return Err(bad_arg!("nranks {nranks} must be at least 1"));
-        }
-        if rank < 0 || rank >= nranks {
-            return Err(bad_arg!("rank {rank} out of range [0, {nranks})"));
-        }
-        if handles.is_null() {
-            return Err(bad_arg!("handles is NULL"));
-        }
-        let mut hs = Vec::with_capacity(nranks as usize);
-        for r in 0..nranks as usize {
-            // SAFETY: RCCL passes nranks handle pointers.
-            let p = unsafe { *handles.add(r) };
-            if p.is_null() {
-                return Err(bad_arg!("handles[{r}] is NULL"));
-            }
-            // SAFETY: each handle is an NCCL_NET_HANDLE_MAXSIZE-byte buffer.
-            let b = unsafe { std::slice::from_raw_parts(p as *const u8, NCCL_NET_HANDLE_MAXSIZE) };
-            hs.push(ListenHandle::decode(b, r, inst.provider.kind())?);
-        }
-        let c = CollComm::connect(&l, hs, rank as u32)?;
-        info_line!(NET, "rank {rank}/{nranks} connected (provider {:?}, NIC {})", inst.provider.kind(), c.nic.info().name);
+        // SAFETY: RCCL's handle array, per the vtable contract.
+        let c = unsafe { connect_with(&inst, &l, handles, nranks, rank)? };
         *cc = COLLS.insert(Arc::new(c));
         Ok(())
     })
+}
+
+/// connect() once the plugin context and listen comm are found (shared with
+/// the RMA plugin): checks rank and nranks, decodes every rank's handle and
+/// builds the collective comm.
+///
+/// # Safety
+/// `handles` is NULL (refused) or points to `nranks` pointers, each NULL
+/// (refused) or to NCCL_NET_HANDLE_MAXSIZE readable bytes.
+pub unsafe fn connect_with(
+    inst: &Instance,
+    l: &ListenComm,
+    handles: *mut *mut c_void,
+    nranks: c_int,
+    rank: c_int,
+) -> Result<CollComm> {
+    inst.check_alive()?;
+    if nranks < 1 {
+        return Err(bad_arg!("nranks {nranks} must be at least 1"));
+    }
+    if rank < 0 || rank >= nranks {
+        return Err(bad_arg!("rank {rank} out of range [0, {nranks})"));
+    }
+    if handles.is_null() {
+        return Err(bad_arg!("handles is NULL"));
+    }
+    let mut hs = Vec::with_capacity(nranks as usize);
+    for r in 0..nranks as usize {
+        // SAFETY: RCCL passes nranks handle pointers.
+        let p = unsafe { *handles.add(r) };
+        if p.is_null() {
+            return Err(bad_arg!("handles[{r}] is NULL"));
+        }
+        // SAFETY: each handle is an NCCL_NET_HANDLE_MAXSIZE-byte buffer.
+        let b = unsafe { std::slice::from_raw_parts(p as *const u8, NCCL_NET_HANDLE_MAXSIZE) };
+        hs.push(ListenHandle::decode(b, r, inst.provider.kind())?);
+    }
+    let c = CollComm::connect(l, hs, rank as u32)?;
+    info_line!(NET, "rank {rank}/{nranks} connected (provider {:?}, NIC {})", inst.provider.kind(), c.nic.info().name);
+    Ok(c)
 }
 
 unsafe extern "C" fn create_context(

@@ -15,6 +15,18 @@ pub struct Window {
     desc: GpuBuf,
     _peers: GpuBuf,
     pub size: u64,
+    /// Every rank's registration, as the allgather delivered it (host copy of
+    /// the descriptor's peer table, for host-side posting: the RMA plugin).
+    remote: Vec<RemoteRegion>,
+}
+
+/// One rank's registration of a symmetric window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RemoteRegion {
+    pub base: u64,
+    pub rkey: u32,
+    /// What that rank registered (sizes may differ across ranks).
+    pub size: u64,
 }
 
 /// Where the memory to register comes from.
@@ -70,6 +82,7 @@ impl Window {
         let alloc = coll.nic.allocator();
         let n = coll.nranks as usize;
         let peers = alloc.alloc(std::mem::size_of::<rust_gin_window_peer>() * n, 64, Placement::Device)?;
+        let mut remote = Vec::with_capacity(n);
         for (p, m) in all.iter().enumerate() {
             if m.len() != 20 {
                 return Err(Error::Remote(format!("rank {p} sent a malformed window registration")));
@@ -84,6 +97,7 @@ impl Window {
                 std::mem::size_of::<rust_gin_window_peer>() * p,
                 &rust_gin_window_peer { base, rkey, reserved: 0 },
             );
+            remote.push(RemoteRegion { base, rkey, size: psize });
         }
         // Kernels bound-check against the smallest registration of any rank.
         let min_size = all.iter().map(|m| u64::from_le_bytes(m[12..20].try_into().expect("8"))).min().unwrap_or(size);
@@ -101,7 +115,7 @@ impl Window {
             },
         );
         drop(_one_at_a_time);
-        Ok(Window { coll, region, desc, _peers: peers, size })
+        Ok(Window { coll, region, desc, _peers: peers, size, remote })
     }
 
     /// What regMrSym returns as ginHandle: the descriptor's device address.
@@ -111,6 +125,16 @@ impl Window {
 
     pub fn lkey(&self) -> u32 {
         self.region.lkey()
+    }
+
+    /// The local registration's address as the NIC uses it.
+    pub fn local_addr(&self) -> u64 {
+        self.region.addr()
+    }
+
+    /// Rank `rank`'s registration (None when out of range).
+    pub fn remote(&self, rank: u32) -> Option<RemoteRegion> {
+        self.remote.get(rank as usize).copied()
     }
 
     /// Deregistration: the descriptor stops validating at once, so a kernel
