@@ -6,3 +6,4 @@
 pub mod boundary;
 pub mod gin;
 pub mod nccl;
+pub mod rma;
