@@ -9,6 +9,7 @@
 //! Map of the crate:
 //! - [`gin`]: RCCL's GIN v14 vtable and the objects behind it.
 //! - [`provider`]: NICs behind one interface (mlx5 hardware, the emulated NIC).
+//! - [`rma`]: the RMA plugin RCCL's proxy GIN drives (ncclRmaPlugin_v13..v16).
 //! - [`emu`]: the emulated NIC that executes real mlx5 WQEs in host memory.
 //! - [`mlx5`]: wire formats, queue memory, host-side posting.
 //! - [`abi`]: layouts shared with the device library (generated from C headers).
@@ -33,4 +34,5 @@ pub mod mlx5;
 pub mod oob;
 pub mod perf;
 pub mod provider;
+pub mod rma;
 pub mod sys;

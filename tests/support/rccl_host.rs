@@ -62,7 +62,8 @@ pub struct Logger {
 }
 
 impl Logger {
-    fn build() -> Logger {
+    /// Compiles and loads the capture logger (one per process is enough).
+    pub fn build() -> Logger {
         let dir = std::env::temp_dir().join(format!("rust-gin-logger-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let src = dir.join("logger.c");
@@ -104,7 +105,7 @@ pub struct Plugin {
     pub log_lock: Mutex<()>,
 }
 
-fn cdylib_path() -> PathBuf {
+pub fn cdylib_path() -> PathBuf {
     // target/<profile>/deps/<test> -> target/<profile>/librccl_rust_gin.so
     let exe = std::env::current_exe().unwrap();
     exe.parent().unwrap().parent().unwrap().join("librccl_rust_gin.so")

@@ -1,0 +1,489 @@
+//! An RMA context set (createContext): one RC queue pair per (context, peer),
+//! each with a host-side [`SendQueue`] that posts through the device
+//! library's x86-64 build, its own sticky error record, and the doorbell
+//! aggregation state.
+//!
+//! Posting: every request ends in a WQE that asks for a CQE, so its
+//! completion is `done >= target` on its queue (completions are in order on
+//! a send queue, and every WQE is one WQEBB). Requests on one queue are posted
+//! under the queue's lock, so a request's WQE indices are known: `first` is
+//! the reservation counter before posting and `target` the counter after.
+//!
+//! Aggregation (ncclRmaOptFlagsAggregateRequests): the request is published
+//! without a doorbell (`post_deferred`) and its queue is remembered; the next
+//! non-aggregated request, iflush, test or rmaProgress on this context set
+//! rings every remembered queue. One doorbell covers everything published
+//! before it, so compatible requests (same queue) share one.
+
+use super::memory::RmaMem;
+use crate::abi::{rust_gin_error, rust_gin_mlx5_request};
+use crate::device::{DeviceError, DeviceStatus};
+use crate::error::{Error, Result};
+use crate::gin::comm::CollComm;
+use crate::gin::context::QpMesh;
+use crate::gpu::{GpuBuf, Placement};
+use crate::mlx5::queue::log_depth_for;
+use crate::mlx5::sq::SendQueue;
+use crate::mlx5::wire::opcode;
+use crate::provider::{Access, MemoryRegion, QueuePair};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub const MAX_CONTEXTS: i32 = 64;
+
+/// RUST_GIN_REQ_* flags (abi/mlx5_queue.h).
+pub mod req_flags {
+    pub const SIGNALED: u8 = crate::abi::RUST_GIN_REQ_SIGNALED as u8;
+    pub const SMALL_FENCE: u8 = crate::abi::RUST_GIN_REQ_SMALL_FENCE as u8;
+}
+
+/// The validated configuration of one context set.
+#[derive(Clone, Copy, Debug)]
+pub struct RmaSettings {
+    pub n_contexts: u32,
+    pub traffic_class: u8,
+    pub rank_stride: u32,
+    pub log_depth: u32,
+}
+
+impl RmaSettings {
+    /// Checks RCCL's config. `queue_depth` 0 takes `default_depth`; the depth
+    /// never goes below what RCCL's proxy can have outstanding per peer.
+    pub fn new(
+        n_contexts: i32,
+        traffic_class: i32,
+        rank_stride: i32,
+        queue_depth: i32,
+        default_depth: u32,
+        default_tc: i32,
+    ) -> Result<RmaSettings> {
+        let bad = |f: &str, v: i32, want: &str| Err(Error::InvalidArgument(format!("config.{f} = {v}: {want}")));
+        if !(1..=MAX_CONTEXTS).contains(&n_contexts) {
+            return bad("nContexts", n_contexts, &format!("must be in [1, {MAX_CONTEXTS}]"));
+        }
+        if !(-1..=255).contains(&traffic_class) {
+            return bad("trafficClass", traffic_class, "must be -1 (undefined) or in [0, 255]");
+        }
+        if rank_stride < 1 {
+            return bad("rankStride", rank_stride, "must be at least 1");
+        }
+        if !(0..=32768).contains(&queue_depth) {
+            return bad("queueDepth", queue_depth, "must be 0 (default) or in [1, 32768]");
+        }
+        let depth = if queue_depth == 0 { default_depth } else { queue_depth as u32 };
+        let tc = if traffic_class < 0 { default_tc } else { traffic_class };
+        Ok(RmaSettings {
+            n_contexts: n_contexts as u32,
+            traffic_class: tc as u8,
+            rank_stride: rank_stride as u32,
+            log_depth: log_depth_for(depth.max(super::MIN_QUEUE_DEPTH)),
+        })
+    }
+}
+
+/// One queue pair to one peer in one context.
+pub struct Queue {
+    pub context: u32,
+    pub peer: u32,
+    // Field order is drop order: the host-side queue and its error record go
+    // before the QP that owns the rings they point into.
+    sq: SendQueue,
+    error: GpuBuf,
+    qp: Box<dyn QueuePair>,
+    /// Serializes posting, so a request's WQE indices are known.
+    post: Mutex<()>,
+    /// Published WQEs wait for a doorbell.
+    deferred: AtomicBool,
+    depth: u64,
+}
+
+impl Queue {
+    pub fn qpn(&self) -> u32 {
+        self.qp.qpn()
+    }
+
+    /// The producer-side doorbell count of this queue (statistics).
+    pub fn doorbells(&self) -> u64 {
+        self.sq.state().doorbells
+    }
+
+    fn error(&self) -> Option<DeviceError> {
+        DeviceError::from_record(&self.error.read_pod::<rust_gin_error>(0))
+    }
+
+    fn failed(&self) -> bool {
+        self.sq.state().failed != 0
+    }
+}
+
+/// What a request is, for messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Put,
+    PutSignal,
+    Signal,
+    Get,
+    Flush,
+    Nop,
+}
+
+impl Op {
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Put => "iput",
+            Op::PutSignal => "iputSignal",
+            Op::Signal => "iputSignal (signal only)",
+            Op::Get => "iget",
+            Op::Flush => "iflush",
+            Op::Nop => "zero-byte request",
+        }
+    }
+}
+
+/// A posted request: the WQEs [first, target) of one queue.
+pub struct Request {
+    pub ctx: Arc<RmaContext>,
+    pub queue: usize,
+    pub first: u64,
+    pub target: u64,
+    pub op: Op,
+    pub posted: Instant,
+}
+
+pub struct RmaContext {
+    pub coll: Arc<CollComm>,
+    pub settings: RmaSettings,
+    queues: Vec<Queue>,
+    _sink_mr: Box<dyn MemoryRegion>,
+    /// Where fetch-and-adds put the old value (nobody reads it).
+    sink: GpuBuf,
+    /// Queues with published but unrung WQEs (may hold stale entries).
+    pending: Mutex<Vec<usize>>,
+    any_pending: AtomicBool,
+    /// Failures the host saw (request timeouts), for queryLastError.
+    host_errors: Mutex<Vec<String>>,
+    /// Error count already reported through queryLastError.
+    reported: AtomicU64,
+    progress_lock: Mutex<()>,
+    timeout: Duration,
+    /// The device handle a v13 createContext returns (RCCL discards it).
+    pub dev_handle: Box<crate::ffi::nccl::NcclNetDeviceHandle>,
+}
+
+// SAFETY: dev_handle holds no pointer (handle is NULL); every other field is
+// Send + Sync.
+unsafe impl Send for RmaContext {}
+// SAFETY: as above; dev_handle is never written after construction.
+unsafe impl Sync for RmaContext {}
+
+impl RmaContext {
+    /// Builds the queue pairs to every peer and connects them (collective).
+    pub fn create(coll: Arc<CollComm>, settings: RmaSettings) -> Result<RmaContext> {
+        coll.instance.check_alive()?;
+        let _one_at_a_time = coll.collective.lock().unwrap_or_else(|e| e.into_inner());
+        let cfg = &coll.instance.config;
+        let alloc = coll.nic.allocator();
+        let sink = alloc.alloc(64, 64, Placement::Device)?;
+        // SAFETY: the buffer lives in the context, which drops the region first.
+        let sink_mr = unsafe { coll.nic.reg_mr(sink.dev_addr(), sink.len() as u64, Access::LOCAL_WRITE)? };
+        let mesh = QpMesh::build(
+            &coll,
+            settings.n_contexts,
+            settings.log_depth,
+            settings.traffic_class,
+            cfg.rings_in_device_memory,
+            &[],
+        )?;
+        let nranks = coll.nranks;
+        let timeout_ns = cfg.timeout_ns();
+        let mut queues = Vec::with_capacity(mesh.qps.len());
+        for (i, qp) in mesh.qps.into_iter().enumerate() {
+            let (context, peer) = (i as u32 / nranks, i as u32 % nranks);
+            let error = crate::mlx5::sq::new_error_record(&*alloc)?;
+            error.write_pod(0, &rust_gin_error::default());
+            let sq = SendQueue::new(&*alloc, &qp.descriptor(peer, error.dev_addr(), timeout_ns))?;
+            let depth = 1u64 << qp.memory().log_wqe_cnt;
+            queues.push(Queue {
+                context,
+                peer,
+                sq,
+                error,
+                qp,
+                post: Mutex::new(()),
+                deferred: AtomicBool::new(false),
+                depth,
+            });
+        }
+        let dev_handle = Box::new(crate::ffi::nccl::NcclNetDeviceHandle {
+            net_device_type: crate::ffi::nccl::NCCL_NET_DEVICE_GIN_PROXY,
+            net_device_version: crate::ffi::rma::NCCL_GIN_PROXY_VERSION,
+            handle: std::ptr::null_mut(),
+            size: 0,
+            needs_proxy_progress: 1,
+        });
+        Ok(RmaContext {
+            timeout: Duration::from_millis(cfg.timeout_ms),
+            coll: coll.clone(),
+            settings,
+            queues,
+            _sink_mr: sink_mr,
+            sink,
+            pending: Mutex::new(Vec::new()),
+            any_pending: AtomicBool::new(false),
+            host_errors: Mutex::new(Vec::new()),
+            reported: AtomicU64::new(0),
+            progress_lock: Mutex::new(()),
+            dev_handle,
+        })
+    }
+
+    pub fn queue_pairs(&self) -> usize {
+        self.queues.len()
+    }
+
+    pub fn queue(&self, context: u32, peer: u32) -> Option<&Queue> {
+        self.queues.get((context * self.coll.nranks + peer) as usize)
+    }
+
+    /// The queue of (context, rank), or an error naming what is out of range.
+    pub fn queue_index(&self, context: i32, rank: u32) -> Result<usize> {
+        let n = self.settings.n_contexts;
+        if context < 0 || context as u32 >= n {
+            return Err(Error::InvalidArgument(format!("context {context} out of range [0, {n})")));
+        }
+        if rank >= self.coll.nranks {
+            return Err(Error::InvalidArgument(format!("rank {rank} out of range [0, {})", self.coll.nranks)));
+        }
+        Ok((context as u32 * self.coll.nranks + rank) as usize)
+    }
+
+    /// The 8-byte sink fetch-and-adds return into: (address, lkey).
+    pub fn sink(&self) -> (u64, u32) {
+        (self.sink.dev_addr(), self._sink_mr.lkey())
+    }
+
+    /// Checks that `mem` was registered on this context's comm.
+    pub fn check_mem(&self, mem: &RmaMem, what: &str) -> Result<()> {
+        if !Arc::ptr_eq(&mem.window.coll, &self.coll) {
+            return Err(Error::InvalidArgument(format!("{what} was registered on another collComm")));
+        }
+        Ok(())
+    }
+
+    /// Posts `reqs` (the last asks for a CQE) to queue `qi`; returns the
+    /// request. With `aggregate`, no doorbell now.
+    pub fn post(
+        self: &Arc<Self>,
+        qi: usize,
+        reqs: &[rust_gin_mlx5_request],
+        op: Op,
+        aggregate: bool,
+    ) -> Result<Request> {
+        let q = &self.queues[qi];
+        let n = reqs.len() as u64;
+        let (first, target, newly_deferred) = {
+            let _g = q.post.lock().unwrap_or_else(|e| e.into_inner());
+            self.ensure_room(q, n)?;
+            let first = q.sq.state().resv;
+            let r = if aggregate { q.sq.post_deferred(reqs) } else { q.sq.post(reqs) };
+            r.map_err(|s| self.post_error(q, op, s))?;
+            // A ringing post rings everything published on the queue before it.
+            let was = q.deferred.swap(aggregate, Ordering::Relaxed);
+            (first, first + n, aggregate && !was)
+        };
+        if newly_deferred {
+            self.pending.lock().unwrap_or_else(|e| e.into_inner()).push(qi);
+            self.any_pending.store(true, Ordering::Release);
+        } else if !aggregate {
+            self.ring_pending();
+        }
+        Ok(Request { ctx: self.clone(), queue: qi, first, target, op, posted: Instant::now() })
+    }
+
+    /// Rings every queue holding published, unrung WQEs.
+    pub fn ring_pending(&self) {
+        if !self.any_pending.load(Ordering::Acquire) {
+            return;
+        }
+        let list = {
+            let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            self.any_pending.store(false, Ordering::Release);
+            std::mem::take(&mut *p)
+        };
+        for qi in list {
+            let q = &self.queues[qi];
+            if q.deferred.swap(false, Ordering::Relaxed) {
+                // Under the post lock: a ring never races a half-done post.
+                let _g = q.post.lock().unwrap_or_else(|e| e.into_inner());
+                q.sq.ring();
+            }
+        }
+    }
+
+    /// Waits (bounded) until the queue has room for `n` more WQEBBs, polling
+    /// completions and driving a NIC that needs it; the device producer's own
+    /// credit wait would not drive the emulated NIC in proxy mode.
+    fn ensure_room(&self, q: &Queue, n: u64) -> Result<()> {
+        let has_room = || {
+            let st = q.sq.state();
+            st.resv - st.done + n <= q.depth
+        };
+        if has_room() {
+            return Ok(());
+        }
+        let start = Instant::now();
+        loop {
+            let _ = q.sq.poll();
+            if q.failed() {
+                return Err(self.queue_failure(q, "the queue failed while waiting for room"));
+            }
+            if has_room() {
+                return Ok(());
+            }
+            if self.coll.nic.needs_progress() {
+                self.drive_nic();
+            }
+            if start.elapsed() > self.timeout {
+                let msg = format!(
+                    "no room on the queue to rank {} (context {}, QP {:#x}) within {} ms: the NIC completes nothing",
+                    q.peer,
+                    q.context,
+                    q.qpn(),
+                    self.timeout.as_millis()
+                );
+                self.host_errors.lock().unwrap_or_else(|e| e.into_inner()).push(msg.clone());
+                return Err(Error::Timeout(msg));
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    fn post_error(&self, q: &Queue, op: Op, s: DeviceStatus) -> Error {
+        match s {
+            DeviceStatus::QpFailed | DeviceStatus::CqeError => self.queue_failure(q, op.name()),
+            DeviceStatus::Timeout => Error::Timeout(format!(
+                "{} to rank {} (context {}, QP {:#x}): {}",
+                op.name(),
+                q.peer,
+                q.context,
+                q.qpn(),
+                q.error().map(|e| e.to_string()).unwrap_or_else(|| "timed out".into())
+            )),
+            other => Error::Internal(format!("{}: posting to QP {:#x} returned {other:?}", op.name(), q.qpn())),
+        }
+    }
+
+    fn queue_failure(&self, q: &Queue, what: &str) -> Error {
+        let why = q.error().map(|e| e.to_string()).unwrap_or_else(|| "the queue is in the error state".into());
+        Error::Remote(format!("{what}: the queue to rank {} (context {}) failed: {why}", q.peer, q.context))
+    }
+
+    /// Whether `req` has completed; an error when its queue failed at or
+    /// before it, or when it outlived the timeout.
+    pub fn test(&self, req: &Request) -> Result<bool> {
+        self.ring_pending();
+        let q = &self.queues[req.queue];
+        // An error CQE is recorded in the queue's error record; read below.
+        let _ = q.sq.poll();
+        let st = q.sq.state();
+        if st.failed != 0 {
+            let e = q.error();
+            if let Some(e) = e.filter(|e| e.code == crate::abi::RUST_GIN_ERR_CQE) {
+                // The first error's WQE index, extended next to this request's
+                // last WQE (outstanding WQEs span less than 2^15).
+                let last = req.target - 1;
+                let d = (e.wqe_index as u16).wrapping_sub(last as u16) as i16 as i64;
+                let failed_at = last as i64 + d;
+                if failed_at > last as i64 && st.done >= req.target {
+                    return Ok(true); // completed before the failure
+                }
+            }
+            return Err(self.queue_failure(q, req.op.name()));
+        }
+        if st.done >= req.target {
+            return Ok(true);
+        }
+        if req.posted.elapsed() > self.timeout {
+            let msg = format!(
+                "{} to rank {} (context {}, QP {:#x}, WQEs {}..{}) not complete after {} ms (completed up to {})",
+                req.op.name(),
+                q.peer,
+                q.context,
+                q.qpn(),
+                req.first,
+                req.target,
+                self.timeout.as_millis(),
+                st.done
+            );
+            self.host_errors.lock().unwrap_or_else(|e| e.into_inner()).push(msg.clone());
+            return Err(Error::Timeout(msg));
+        }
+        Ok(false)
+    }
+
+    fn drive_nic(&self) {
+        let _g = self.progress_lock.lock().unwrap_or_else(|e| e.into_inner());
+        self.coll.nic.progress();
+    }
+
+    /// rmaProgress: rings what aggregation left unrung, drives a NIC that
+    /// needs it (the emulated NIC in proxy mode) and reaps completions.
+    pub fn progress(&self) {
+        self.ring_pending();
+        if self.coll.nic.needs_progress() {
+            self.drive_nic();
+        }
+        for q in &self.queues {
+            let st = q.sq.state();
+            if st.resv != st.done && st.failed == 0 {
+                let _ = q.sq.poll();
+            }
+        }
+    }
+
+    /// Every error so far (device-side records of every queue, then host-side
+    /// ones) and whether any is new since the last call.
+    pub fn errors(&self) -> (Vec<String>, bool) {
+        let mut out = Vec::new();
+        let mut count = 0u64;
+        for q in &self.queues {
+            if let Some(e) = q.error() {
+                count += e.count;
+                out.push(format!("context {} rank {}: {e}", q.context, q.peer));
+            } else if q.failed() {
+                count += 1;
+                out.push(format!("context {} rank {}: the queue is in the error state", q.context, q.peer));
+            }
+        }
+        let host = self.host_errors.lock().unwrap_or_else(|e| e.into_inner());
+        count += host.len() as u64;
+        out.extend(host.iter().cloned());
+        let newly = self.reported.swap(count, Ordering::AcqRel) != count;
+        (out, newly)
+    }
+}
+
+/// A request of `len` bytes from `laddr`/`lkey` to `raddr`/`rkey`.
+pub fn rdma(op: u8, laddr: u64, lkey: u32, raddr: u64, rkey: u32, len: u32, flags: u8) -> rust_gin_mlx5_request {
+    rust_gin_mlx5_request { opcode: op, flags, length: len, lkey, rkey, laddr, raddr, ..Default::default() }
+}
+
+/// An 8-byte fetch-and-add of `add` at `raddr`, the old value into the sink.
+pub fn fetch_add(sink: (u64, u32), raddr: u64, rkey: u32, add: u64, flags: u8) -> rust_gin_mlx5_request {
+    rust_gin_mlx5_request {
+        opcode: opcode::ATOMIC_FA,
+        flags,
+        length: 8,
+        lkey: sink.1,
+        rkey,
+        laddr: sink.0,
+        raddr,
+        operand0: add,
+        ..Default::default()
+    }
+}
+
+pub fn nop(flags: u8) -> rust_gin_mlx5_request {
+    rust_gin_mlx5_request { opcode: opcode::NOP, flags, ..Default::default() }
+}

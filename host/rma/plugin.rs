@@ -1,0 +1,556 @@
+//! The implementation behind every exported version: one Rust function per
+//! callback, in the v16 shape (optFlags, isStrongSignal, getRmaProperties).
+//! The version adapters in [`super::vtable`] fill in what older versions do
+//! not pass. Every function runs inside the boundary guard there and works on
+//! registry tokens, never on raw pointers RCCL hands back.
+
+use super::context::{fetch_add, nop, rdma, req_flags, Op, Request, RmaContext, RmaSettings};
+use super::memory::RmaMem;
+use crate::config::{Config, ProviderKind};
+use crate::error::{Error, Result};
+use crate::ffi::boundary::out;
+use crate::ffi::nccl::*;
+use crate::ffi::rma::*;
+use crate::gin::comm::{CollComm, Instance, ListenComm};
+use crate::gin::registry::{Kind, Registry};
+use crate::gin::window::{Source, Window};
+use crate::mlx5::wire::opcode;
+use crate::provider::Provider;
+use crate::{bad_arg, bad_usage, info_line};
+use std::ffi::{c_int, c_void};
+use std::sync::{Arc, RwLock};
+
+pub(crate) static INSTANCES: Registry<Instance> = Registry::new(Kind::Instance);
+pub(crate) static LISTENS: Registry<ListenComm> = Registry::new(Kind::Listen);
+pub(crate) static COLLS: Registry<CollComm> = Registry::new(Kind::Coll);
+pub(crate) static CONTEXTS: Registry<RmaContext> = Registry::new(Kind::RmaContext);
+pub(crate) static MEMS: Registry<RmaMem> = Registry::new(Kind::Memory);
+pub(crate) static REQUESTS: Registry<Request> = Registry::new(Kind::RmaRequest);
+
+/// The provider of the latest init (devices() and getProperties() take no
+/// context).
+static PROVIDER: RwLock<Option<Arc<dyn Provider>>> = RwLock::new(None);
+
+fn provider() -> Result<Arc<dyn Provider>> {
+    PROVIDER
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
+        .ok_or_else(|| Error::InvalidUsage("called before init()".into()))
+}
+
+/// maxRecvs in getProperties: RCCL's proxy keeps NCCL_NET_MAX_REQUESTS (32)
+/// times this many requests in flight per peer and context (its GFD queue
+/// size). 8 is what RCCL's own IB backend reports, so both proxy backends get
+/// the same queue.
+pub const MAX_RECVS: c_int = 8;
+
+/// Largest message of one RDMA WRITE or READ; bigger requests are split.
+pub const MAX_CHUNK: u64 = 1 << 30;
+
+/// Whether every put already received on a communicator is visible when any
+/// signal arrives, from any peer, on every NIC it uses (docs/rma-plugin.md
+/// gives the reasoning).
+pub fn flushes_all_puts_on_any_signal(kind: ProviderKind) -> bool {
+    match kind {
+        // One NIC per rank; its step loop executes every incoming packet, from
+        // every peer and QP, one at a time in arrival order under one lock,
+        // storing a write's bytes before it looks at the next packet; a signal
+        // is a fetch-and-add with release semantics after all of them.
+        ProviderKind::Emu => true,
+        // Independent QPs and processing units, PCIe writes that may pass each
+        // other (relaxed ordering), possibly several NICs: no such guarantee.
+        ProviderKind::Mlx5 => false,
+    }
+}
+
+// --- init, devices, properties -----------------------------------------------
+
+/// init(): the RMA plugin is selected by NCCL_RMA_PLUGIN (RCCL loads it only
+/// when asked), so unlike the GIN backend it does not look at NCCL_GIN_TYPE.
+/// RCCL calls it twice per communicator (rma.cc, then the GIN proxy's init);
+/// each call makes its own plugin context.
+pub fn init(ctx: *mut *mut c_void, comm_id: u64) -> Result<()> {
+    let ctx = out(ctx, "ctx")?;
+    *ctx = std::ptr::null_mut();
+    let config = Config::from_env()?;
+    let provider = crate::provider::select(&config)?;
+    info_line!(INIT, "RMA plugin: provider {:?}, {} device(s)", provider.kind(), provider.devices());
+    *PROVIDER.write().unwrap_or_else(|e| e.into_inner()) = Some(provider.clone());
+    *ctx = INSTANCES.insert(Arc::new(Instance::new(config, provider, comm_id)));
+    Ok(())
+}
+
+pub fn devices(ndev: *mut c_int) -> Result<()> {
+    let ndev = out(ndev, "ndev")?;
+    *ndev = provider()?.devices() as c_int;
+    Ok(())
+}
+
+pub fn get_properties(dev: c_int, props: *mut NcclNetProperties) -> Result<()> {
+    let props = out(props, "props")?;
+    crate::gin::vtable::fill_properties_of(
+        &*provider()?,
+        dev,
+        props,
+        NCCL_NET_DEVICE_GIN_PROXY,
+        NCCL_GIN_PROXY_VERSION,
+        MAX_RECVS,
+    )
+}
+
+pub fn get_rma_properties(coll_comm: *mut c_void, props: *mut NcclRmaProperties) -> Result<()> {
+    let props = out(props, "rmaProps")?;
+    let coll = COLLS.get(coll_comm, "collComm")?;
+    *props = NcclRmaProperties { flushes_all_puts_on_any_signal: flushes_all_puts_on_any_signal(coll.nic.kind()) };
+    Ok(())
+}
+
+// --- connection setup --------------------------------------------------------
+
+pub fn listen(ctx: *mut c_void, dev: c_int, handle: *mut c_void, listen_comm: *mut *mut c_void) -> Result<()> {
+    let lc = out(listen_comm, "listenComm")?;
+    *lc = std::ptr::null_mut();
+    let inst = INSTANCES.get(ctx, "ctx")?;
+    // SAFETY: RCCL's handle buffer (NCCL_NET_HANDLE_MAXSIZE bytes) or NULL.
+    let l = unsafe { crate::gin::vtable::listen_on(inst, dev, handle)? };
+    *lc = LISTENS.insert(Arc::new(l));
+    Ok(())
+}
+
+pub fn connect(
+    ctx: *mut c_void,
+    handles: *mut *mut c_void,
+    nranks: c_int,
+    rank: c_int,
+    listen_comm: *mut c_void,
+    coll_comm: *mut *mut c_void,
+) -> Result<()> {
+    let cc = out(coll_comm, "collComm")?;
+    *cc = std::ptr::null_mut();
+    let inst = INSTANCES.get(ctx, "ctx")?;
+    let l = LISTENS.get(listen_comm, "listenComm")?;
+    // SAFETY: RCCL's array of nranks handle pointers, or NULL.
+    let c = unsafe { crate::gin::vtable::connect_with(&inst, &l, handles, nranks, rank)? };
+    *cc = COLLS.insert(Arc::new(c));
+    Ok(())
+}
+
+// --- contexts and registrations ----------------------------------------------
+
+/// createContext (v14 and later; v13 passes queueDepth too).
+pub fn create_context(coll_comm: *mut c_void, cfg: RawConfig, rma_ctx: *mut *mut c_void) -> Result<Arc<RmaContext>> {
+    let rc = out(rma_ctx, "rmaCtx")?;
+    *rc = std::ptr::null_mut();
+    let coll = COLLS.get(coll_comm, "collComm")?;
+    let ic = &coll.instance.config;
+    let s = RmaSettings::new(
+        cfg.n_contexts,
+        cfg.traffic_class,
+        cfg.rank_stride,
+        cfg.queue_depth,
+        ic.queue_depth,
+        ic.traffic_class,
+    )?;
+    let ctx = Arc::new(RmaContext::create(coll.clone(), s)?);
+    info_line!(
+        INIT,
+        "RMA plugin: provider {:?}, NIC {}: rank {} built {} QPs to {} ranks ({} context(s), depth {}, traffic class {}, \
+         rank stride {})",
+        coll.instance.provider.kind(),
+        coll.nic.info().name,
+        coll.rank,
+        ctx.queue_pairs(),
+        coll.nranks,
+        s.n_contexts,
+        1u32 << s.log_depth,
+        s.traffic_class,
+        s.rank_stride
+    );
+    *rc = CONTEXTS.insert(ctx.clone());
+    Ok(ctx)
+}
+
+/// RCCL's config, whichever version it came in.
+#[derive(Clone, Copy, Debug)]
+pub struct RawConfig {
+    pub n_contexts: c_int,
+    pub traffic_class: c_int,
+    pub rank_stride: c_int,
+    pub queue_depth: c_int,
+}
+
+impl RawConfig {
+    pub fn from_v14(c: *mut NcclRmaConfig) -> Result<RawConfig> {
+        // SAFETY: RCCL passes a valid config or NULL.
+        let c = unsafe { c.as_ref() }.ok_or_else(|| bad_arg!("config is NULL"))?;
+        Ok(RawConfig {
+            n_contexts: c.n_contexts,
+            traffic_class: c.traffic_class,
+            rank_stride: c.rank_stride,
+            queue_depth: 0,
+        })
+    }
+
+    /// v13: RCCL's wrapper fills only nContexts and trafficClass; the rest is
+    /// zero. nSignals and nCounters mean nothing to an RMA plugin (RCCL's
+    /// proxy keeps signals and counters itself) but must not be negative.
+    pub fn from_v13(c: *mut NcclGinConfigV13) -> Result<RawConfig> {
+        // SAFETY: as above.
+        let c = unsafe { c.as_ref() }.ok_or_else(|| bad_arg!("config is NULL"))?;
+        if c.n_signals < 0 || c.n_counters < 0 {
+            return Err(bad_arg!(
+                "config.nSignals = {}, nCounters = {}: must not be negative",
+                c.n_signals,
+                c.n_counters
+            ));
+        }
+        Ok(RawConfig {
+            n_contexts: c.n_contexts,
+            traffic_class: c.traffic_class,
+            rank_stride: 1,
+            queue_depth: c.queue_depth,
+        })
+    }
+}
+
+pub fn reg_mr_sym(
+    coll_comm: *mut c_void,
+    data: *mut c_void,
+    size: usize,
+    type_: c_int,
+    _mr_flags: u64,
+    mhandle: *mut *mut c_void,
+) -> Result<()> {
+    let mh = out(mhandle, "mhandle")?;
+    *mh = std::ptr::null_mut();
+    let coll = COLLS.get(coll_comm, "collComm")?;
+    // mrFlags are hints (NCCL_NET_MR_FLAG_FORCE_SO, SIGNAL_NEVER_RESET):
+    // every registration here is already strongly ordered for signals on the
+    // same queue pair; nothing depends on a signal never being reset.
+    let w = Window::register(coll, data as u64, size as u64, type_, Source::Pointer)?;
+    *mh = MEMS.insert(Arc::new(RmaMem::new(w)));
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn reg_mr_sym_dma_buf(
+    coll_comm: *mut c_void,
+    data: *mut c_void,
+    size: usize,
+    type_: c_int,
+    offset: u64,
+    fd: c_int,
+    _mr_flags: u64,
+    mhandle: *mut *mut c_void,
+) -> Result<()> {
+    let mh = out(mhandle, "mhandle")?;
+    *mh = std::ptr::null_mut();
+    let coll = COLLS.get(coll_comm, "collComm")?;
+    let ptr_support = coll.nic.info().ptr_support;
+    if ptr_support & NCCL_PTR_DMABUF == 0 {
+        return Err(bad_usage!(
+            "getProperties does not advertise NCCL_PTR_DMABUF for this NIC (ptrSupport {ptr_support:#x}); use regMrSym"
+        ));
+    }
+    if fd < 0 {
+        return Err(bad_arg!("fd {fd} is not a file descriptor"));
+    }
+    let w = Window::register(coll, data as u64, size as u64, type_, Source::DmaBuf { offset, fd })?;
+    *mh = MEMS.insert(Arc::new(RmaMem::new(w)));
+    Ok(())
+}
+
+pub fn dereg_mr_sym(coll_comm: *mut c_void, mhandle: *mut c_void) -> Result<()> {
+    let coll = COLLS.get(coll_comm, "collComm")?;
+    let m = MEMS.get(mhandle, "mhandle")?;
+    if !Arc::ptr_eq(&m.window.coll, &coll) {
+        return Err(bad_arg!("mhandle {mhandle:?} was registered on another collComm"));
+    }
+    drop(m);
+    MEMS.remove(mhandle, "mhandle").map(drop)
+}
+
+pub fn destroy_context(rma_ctx: *mut c_void) -> Result<()> {
+    let ctx = CONTEXTS.remove(rma_ctx, "rmaCtx")?;
+    // Requests still outstanding die with their context.
+    drop(REQUESTS.take_where(|r| Arc::ptr_eq(&r.ctx, &ctx)));
+    Ok(())
+}
+
+pub fn close_coll(coll_comm: *mut c_void) -> Result<()> {
+    let coll = COLLS.remove(coll_comm, "collComm")?;
+    // RCCL destroys contexts and deregisters first; if it did not, do it now
+    // rather than leak them.
+    let contexts = CONTEXTS.take_where(|c| Arc::ptr_eq(&c.coll, &coll));
+    let requests = REQUESTS.take_where(|r| Arc::ptr_eq(&r.ctx.coll, &coll));
+    let mems = MEMS.take_where(|m| Arc::ptr_eq(&m.window.coll, &coll));
+    if !contexts.is_empty() || !mems.is_empty() {
+        crate::warn_line!(
+            "closeColl: {} RMA context(s), {} registration(s) and {} request(s) were still open; released them",
+            contexts.len(),
+            mems.len(),
+            requests.len()
+        );
+    }
+    Ok(())
+}
+
+pub fn close_listen(listen_comm: *mut c_void) -> Result<()> {
+    LISTENS.remove(listen_comm, "listenComm").map(drop)
+}
+
+pub fn finalize(ctx: *mut c_void) -> Result<()> {
+    INSTANCES.remove(ctx, "ctx")?.finalize();
+    Ok(())
+}
+
+// --- data path ---------------------------------------------------------------
+
+fn live_context(rma_ctx: *mut c_void) -> Result<Arc<RmaContext>> {
+    let ctx = CONTEXTS.get(rma_ctx, "rmaCtx")?;
+    ctx.coll.instance.check_alive()?;
+    Ok(ctx)
+}
+
+fn check_opt_flags(opt_flags: u32) -> Result<bool> {
+    let unknown = opt_flags & !NCCL_RMA_OPT_FLAGS_KNOWN;
+    if unknown != 0 {
+        return Err(bad_arg!(
+            "optFlags {opt_flags:#x} has bits this plugin does not know ({unknown:#x}); known: \
+             ncclRmaOptFlagsAggregateRequests ({NCCL_RMA_OPT_FLAGS_AGGREGATE_REQUESTS:#x})"
+        ));
+    }
+    Ok(opt_flags & NCCL_RMA_OPT_FLAGS_AGGREGATE_REQUESTS != 0)
+}
+
+fn mem(ctx: &RmaContext, mhandle: *mut c_void, what: &str) -> Result<Arc<RmaMem>> {
+    let m = MEMS.get(mhandle, what)?;
+    ctx.check_mem(&m, what)?;
+    Ok(m)
+}
+
+/// RDMA WRITEs or READs of `size` bytes, split at MAX_CHUNK; the last asks
+/// for a CQE.
+fn transfers(
+    op: u8,
+    local: (u64, u32),
+    remote: (u64, u32),
+    size: u64,
+    last_flags: u8,
+    out: &mut Vec<crate::abi::rust_gin_mlx5_request>,
+) {
+    let mut off = 0;
+    while off < size {
+        let n = (size - off).min(MAX_CHUNK);
+        let flags = if off + n == size { last_flags } else { 0 };
+        out.push(rdma(op, local.0 + off, local.1, remote.0 + off, remote.1, n as u32, flags));
+        off += n;
+    }
+}
+
+fn publish(
+    ctx: &Arc<RmaContext>,
+    qi: usize,
+    reqs: &[crate::abi::rust_gin_mlx5_request],
+    op: Op,
+    aggregate: bool,
+    request: &mut *mut c_void,
+) -> Result<()> {
+    let r = ctx.post(qi, reqs, op, aggregate)?;
+    *request = REQUESTS.insert(Arc::new(r));
+    Ok(())
+}
+
+/// iput: an RDMA WRITE from this rank's registration to `rank`'s.
+#[allow(clippy::too_many_arguments)]
+pub fn iput(
+    rma_ctx: *mut c_void,
+    context: c_int,
+    src_off: u64,
+    src_mhandle: *mut c_void,
+    size: usize,
+    dst_off: u64,
+    dst_mhandle: *mut c_void,
+    rank: u32,
+    opt_flags: u32,
+    request: *mut *mut c_void,
+) -> Result<()> {
+    let request = out(request, "request")?;
+    *request = std::ptr::null_mut();
+    let ctx = live_context(rma_ctx)?;
+    let aggregate = check_opt_flags(opt_flags)?;
+    let qi = ctx.queue_index(context, rank)?;
+    let src = mem(&ctx, src_mhandle, "srcMhandle")?;
+    let dst = mem(&ctx, dst_mhandle, "dstMhandle")?;
+    let size = size as u64;
+    let local = src.local(src_off, size, "iput source")?;
+    let remote = dst.remote(rank, dst_off, size, "iput destination")?;
+    let mut reqs = Vec::with_capacity(1);
+    if size == 0 {
+        // Nothing to move (a WRITE of length 0 would mean 2 GiB to mlx5):
+        // a NOP keeps the request's place and completion order.
+        reqs.push(nop(req_flags::SIGNALED));
+        return publish(&ctx, qi, &reqs, Op::Nop, aggregate, request);
+    }
+    transfers(opcode::RDMA_WRITE, local, (remote.addr, remote.rkey), size, req_flags::SIGNALED, &mut reqs);
+    publish(&ctx, qi, &reqs, Op::Put, aggregate, request)
+}
+
+/// iputSignal: the WRITE (when size > 0) and then an 8-byte fetch-and-add on
+/// `rank`'s signal, on the same queue pair: the peer's NIC executes them in
+/// order, so the signal lands after the data. Every signal is strong.
+#[allow(clippy::too_many_arguments)]
+pub fn iput_signal(
+    rma_ctx: *mut c_void,
+    context: c_int,
+    src_off: u64,
+    src_mhandle: *mut c_void,
+    size: usize,
+    dst_off: u64,
+    dst_mhandle: *mut c_void,
+    rank: u32,
+    signal_off: u64,
+    signal_mhandle: *mut c_void,
+    signal_value: u64,
+    signal_op: u32,
+    _is_strong_signal: bool,
+    opt_flags: u32,
+    request: *mut *mut c_void,
+) -> Result<()> {
+    let request = out(request, "request")?;
+    *request = std::ptr::null_mut();
+    let ctx = live_context(rma_ctx)?;
+    let aggregate = check_opt_flags(opt_flags)?;
+    let qi = ctx.queue_index(context, rank)?;
+    let add = match signal_op {
+        NCCL_NET_SIGNAL_OP_INC => 1,
+        NCCL_NET_SIGNAL_OP_ADD => signal_value,
+        other => {
+            return Err(bad_arg!(
+                "signalOp {other}: use NCCL_NET_SIGNAL_OP_INC ({NCCL_NET_SIGNAL_OP_INC}) or NCCL_NET_SIGNAL_OP_ADD \
+                 ({NCCL_NET_SIGNAL_OP_ADD})"
+            ))
+        }
+    };
+    if signal_mhandle.is_null() {
+        return Err(bad_arg!("signalMhandle is NULL"));
+    }
+    let sig = mem(&ctx, signal_mhandle, "signalMhandle")?;
+    let signal = sig.remote(rank, signal_off, 8, "iputSignal signal")?;
+    if signal.addr % 8 != 0 {
+        return Err(bad_arg!("signal at offset {signal_off} of rank {rank}'s registration is not 8-byte aligned"));
+    }
+    let size = size as u64;
+    let mut reqs = Vec::with_capacity(2);
+    // A signal without data (RCCL's VA signal): size 0, data handles NULL.
+    let op = if size == 0 { Op::Signal } else { Op::PutSignal };
+    if size > 0 || !src_mhandle.is_null() || !dst_mhandle.is_null() {
+        let src = mem(&ctx, src_mhandle, "srcMhandle")?;
+        let dst = mem(&ctx, dst_mhandle, "dstMhandle")?;
+        let local = src.local(src_off, size, "iputSignal source")?;
+        let remote = dst.remote(rank, dst_off, size, "iputSignal destination")?;
+        transfers(opcode::RDMA_WRITE, local, (remote.addr, remote.rkey), size, 0, &mut reqs);
+    }
+    reqs.push(fetch_add(ctx.sink(), signal.addr, signal.rkey, add, req_flags::SIGNALED));
+    publish(&ctx, qi, &reqs, op, aggregate, request)
+}
+
+/// iget: an RDMA READ from `rank`'s registration into this rank's.
+#[allow(clippy::too_many_arguments)]
+pub fn iget(
+    rma_ctx: *mut c_void,
+    context: c_int,
+    remote_off: u64,
+    remote_mhandle: *mut c_void,
+    size: usize,
+    local_off: u64,
+    local_mhandle: *mut c_void,
+    rank: u32,
+    opt_flags: u32,
+    request: *mut *mut c_void,
+) -> Result<()> {
+    let request = out(request, "request")?;
+    *request = std::ptr::null_mut();
+    let ctx = live_context(rma_ctx)?;
+    let aggregate = check_opt_flags(opt_flags)?;
+    let qi = ctx.queue_index(context, rank)?;
+    let remote_m = mem(&ctx, remote_mhandle, "remoteMhandle")?;
+    let local_m = mem(&ctx, local_mhandle, "localMhandle")?;
+    let size = size as u64;
+    let remote = remote_m.remote(rank, remote_off, size, "iget source")?;
+    let local = local_m.local(local_off, size, "iget destination")?;
+    let mut reqs = Vec::with_capacity(1);
+    if size == 0 {
+        reqs.push(nop(req_flags::SIGNALED));
+        return publish(&ctx, qi, &reqs, Op::Nop, aggregate, request);
+    }
+    transfers(opcode::RDMA_READ, local, (remote.addr, remote.rkey), size, req_flags::SIGNALED, &mut reqs);
+    publish(&ctx, qi, &reqs, Op::Get, aggregate, request)
+}
+
+/// iflush: a signalled NOP with the small fence behind everything posted to
+/// `rank` in `context`: it starts after earlier READs and atomics completed,
+/// and completes after them, so once test() reports it done every earlier
+/// get's data is in local memory. `mhandle` (RCCL passes its signal
+/// registration) is checked when given, not needed.
+pub fn iflush(
+    rma_ctx: *mut c_void,
+    context: c_int,
+    mhandle: *mut c_void,
+    rank: u32,
+    request: *mut *mut c_void,
+) -> Result<()> {
+    let request = out(request, "request")?;
+    *request = std::ptr::null_mut();
+    let ctx = live_context(rma_ctx)?;
+    let qi = ctx.queue_index(context, rank)?;
+    if !mhandle.is_null() {
+        mem(&ctx, mhandle, "mhandle")?;
+    }
+    let reqs = [nop(req_flags::SIGNALED | req_flags::SMALL_FENCE)];
+    publish(&ctx, qi, &reqs, Op::Flush, false, request)
+}
+
+/// test: polls the request's queue; done frees the request.
+pub fn test(coll_comm: *mut c_void, request: *mut c_void, done: *mut c_int) -> Result<()> {
+    let done = out(done, "done")?;
+    *done = 0;
+    let coll = COLLS.get(coll_comm, "collComm")?;
+    let req = REQUESTS.get(request, "request")?;
+    if !Arc::ptr_eq(&req.ctx.coll, &coll) {
+        return Err(bad_arg!("request {request:?} belongs to another collComm"));
+    }
+    req.ctx.coll.instance.check_alive()?;
+    match req.ctx.test(&req) {
+        Ok(true) => {
+            *done = 1;
+            REQUESTS.remove(request, "request").map(drop)
+        }
+        Ok(false) => Ok(()),
+        Err(e) => {
+            // A failed request is finished too: it is released with its error.
+            let _ = REQUESTS.remove(request, "request");
+            Err(e)
+        }
+    }
+}
+
+pub fn rma_progress(rma_ctx: *mut c_void) -> Result<()> {
+    live_context(rma_ctx)?.progress();
+    Ok(())
+}
+
+pub fn query_last_error(rma_ctx: *mut c_void, has_error: *mut bool) -> Result<()> {
+    let he = out(has_error, "hasError")?;
+    *he = false;
+    let ctx = CONTEXTS.get(rma_ctx, "rmaCtx")?;
+    let (errors, newly) = ctx.errors();
+    if !errors.is_empty() {
+        *he = true;
+        if newly {
+            crate::warn_line!("rank {}: RMA error: {}", ctx.coll.rank, errors.join("; "));
+        }
+    }
+    Ok(())
+}

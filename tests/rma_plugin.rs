@@ -1,0 +1,1344 @@
+//! The RMA plugin driven as RCCL's proxy GIN drives it, ranks as threads on
+//! the emulated NIC: init (twice, as rma.cc and the GIN proxy do), devices,
+//! getProperties, getRmaProperties, listen, connect, createContext,
+//! regMrSym, iput, iputSignal (with and without data), iget, iflush, test,
+//! rmaProgress, queryLastError, deregMrSym, destroyContext, closeColl,
+//! closeListen, finalize. Every exported version (v13..v16) runs a full flow
+//! through the dlopened cdylib; then optFlags (doorbells counted by the
+//! emulated NIC), the flushesAllPutsOnAnySignal claim, bad input and a fault.
+//! The tests that need the plugin's test hooks (rccl_rust_gin::rma::testing)
+//! drive the vtable of the linked crate instead, whose objects those hooks see.
+//!
+//! The cdylib must be built: `cargo build --lib` (or `cargo test --all-targets`).
+
+#[path = "support/rccl_host.rs"]
+mod rccl_host;
+
+use rccl_host::{cdylib_path, setup_env, Logger};
+use rccl_rust_gin::ffi::nccl::*;
+use rccl_rust_gin::ffi::rma::*;
+use rccl_rust_gin::gpu::{Allocator, GpuBuf, HostMemory, Placement};
+use rccl_rust_gin::rma::testing;
+use std::ffi::{c_int, c_void, CStr};
+use std::sync::atomic::Ordering;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+type P = *mut c_void;
+const OK: NcclResult = NCCL_SUCCESS;
+const NULL: P = std::ptr::null_mut();
+const AGG: u32 = NCCL_RMA_OPT_FLAGS_AGGREGATE_REQUESTS;
+
+// --- the plugin as RCCL sees it ------------------------------------------------
+
+struct Harness {
+    _lib: libloading::Library,
+    v13: &'static NcclRmaV13,
+    v14: &'static NcclRmaV14,
+    v15: &'static NcclRmaV15,
+    v16: &'static NcclRmaV16,
+    logger: Logger,
+    log_lock: Mutex<()>,
+}
+
+fn harness() -> &'static Harness {
+    static H: OnceLock<Harness> = OnceLock::new();
+    H.get_or_init(|| {
+        setup_env();
+        let path = cdylib_path();
+        // SAFETY: our own cdylib; each symbol is a static of the declared layout.
+        unsafe {
+            let lib = libloading::Library::new(&path)
+                .unwrap_or_else(|e| panic!("dlopen {} (run `cargo build --lib` first): {e}", path.display()));
+            let v16: &'static NcclRmaV16 = &**lib.get::<*const NcclRmaV16>(b"ncclRmaPlugin_v16").unwrap();
+            let v15: &'static NcclRmaV15 = &**lib.get::<*const NcclRmaV15>(b"ncclRmaPlugin_v15").unwrap();
+            let v14: &'static NcclRmaV14 = &**lib.get::<*const NcclRmaV14>(b"ncclRmaPlugin_v14").unwrap();
+            let v13: &'static NcclRmaV13 = &**lib.get::<*const NcclRmaV13>(b"ncclRmaPlugin_v13").unwrap();
+            Harness { _lib: lib, v13, v14, v15, v16, logger: Logger::build(), log_lock: Mutex::new(()) }
+        }
+    })
+}
+
+/// The linked crate's own vtable: its objects are visible to the test hooks.
+fn linked() -> Api {
+    harness();
+    Api::V16(&rccl_rust_gin::rma::ncclRmaPlugin_v16)
+}
+
+/// One of the four exported layouts, called in the v16 shape.
+#[derive(Clone, Copy)]
+enum Api {
+    V13(&'static NcclRmaV13),
+    V14(&'static NcclRmaV14),
+    V15(&'static NcclRmaV15),
+    V16(&'static NcclRmaV16),
+}
+
+macro_rules! slot {
+    ($api:expr, $f:ident) => {
+        match $api {
+            Api::V13(v) => v.$f.unwrap(),
+            Api::V14(v) => v.$f.unwrap(),
+            Api::V15(v) => v.$f.unwrap(),
+            Api::V16(v) => v.$f.unwrap(),
+        }
+    };
+}
+
+// SAFETY (every method): the plugin checks its arguments; tests pass valid
+// pointers or deliberately bad ones the plugin must refuse.
+#[allow(clippy::too_many_arguments)]
+impl Api {
+    fn version(self) -> u32 {
+        match self {
+            Api::V13(_) => 13,
+            Api::V14(_) => 14,
+            Api::V15(_) => 15,
+            Api::V16(_) => 16,
+        }
+    }
+    fn name(self) -> String {
+        let n = match self {
+            Api::V13(v) => v.name,
+            Api::V14(v) => v.name,
+            Api::V15(v) => v.name,
+            Api::V16(v) => v.name,
+        };
+        // SAFETY: a static C string.
+        unsafe { CStr::from_ptr(n) }.to_string_lossy().into_owned()
+    }
+    fn init(self, ctx: *mut P) -> NcclResult {
+        unsafe { slot!(self, init)(ctx, 0x5eed, harness().logger.func) }
+    }
+    fn devices(self, n: *mut c_int) -> NcclResult {
+        unsafe { slot!(self, devices)(n) }
+    }
+    fn get_properties(self, dev: c_int, p: *mut NcclNetProperties) -> NcclResult {
+        unsafe { slot!(self, get_properties)(dev, p) }
+    }
+    fn get_rma_properties(self, coll: P, p: *mut NcclRmaProperties) -> Option<NcclResult> {
+        match self {
+            Api::V16(v) => Some(unsafe { v.get_rma_properties.unwrap()(coll, p) }),
+            _ => None,
+        }
+    }
+    fn listen(self, ctx: P, dev: c_int, handle: P, lc: *mut P) -> NcclResult {
+        unsafe { slot!(self, listen)(ctx, dev, handle, lc) }
+    }
+    fn connect(self, ctx: P, handles: *mut P, n: c_int, rank: c_int, lc: P, cc: *mut P) -> NcclResult {
+        unsafe { slot!(self, connect)(ctx, handles, n, rank, lc, cc) }
+    }
+    fn create_context(self, coll: P, n_contexts: c_int, tc: c_int, stride: c_int) -> (NcclResult, P) {
+        let mut ctx = NULL;
+        let r = match self {
+            Api::V13(v) => {
+                let mut cfg = NcclGinConfigV13 { n_contexts, traffic_class: tc, ..Default::default() };
+                let mut dh: *mut NcclNetDeviceHandle = std::ptr::null_mut();
+                let r = unsafe { v.create_context.unwrap()(coll, &mut cfg, &mut ctx, &mut dh) };
+                if r == OK {
+                    // SAFETY: the context's handle, alive until destroyContext.
+                    let h = unsafe { &*dh };
+                    assert_eq!(h.net_device_type, NCCL_NET_DEVICE_GIN_PROXY, "v13 device handle type");
+                    assert_eq!(h.net_device_version, NCCL_GIN_PROXY_VERSION);
+                    assert_eq!(h.needs_proxy_progress, 1);
+                    assert!(h.handle.is_null() && h.size == 0, "no device-side object");
+                }
+                r
+            }
+            _ => {
+                let mut cfg = NcclRmaConfig { n_contexts, traffic_class: tc, rank_stride: stride };
+                let f = match self {
+                    Api::V14(v) => v.create_context.unwrap(),
+                    Api::V15(v) => v.create_context.unwrap(),
+                    Api::V16(v) => v.create_context.unwrap(),
+                    Api::V13(_) => unreachable!(),
+                };
+                unsafe { f(coll, &mut cfg, &mut ctx) }
+            }
+        };
+        (r, ctx)
+    }
+    fn create_context_raw(self, coll: P, cfg: *mut NcclRmaConfig, ctx: *mut P) -> NcclResult {
+        match self {
+            Api::V16(v) => unsafe { v.create_context.unwrap()(coll, cfg, ctx) },
+            _ => panic!("v16 only"),
+        }
+    }
+    fn reg(self, coll: P, data: P, size: usize, ty: c_int) -> (NcclResult, P) {
+        let mut mh = NULL;
+        let r = match self {
+            Api::V13(v) => {
+                let mut gh = NULL;
+                let r = unsafe { v.reg_mr_sym.unwrap()(coll, data, size, ty, 0, &mut mh, &mut gh) };
+                if r == OK {
+                    assert_eq!(gh, mh, "v13: the ginHandle is the mhandle");
+                }
+                r
+            }
+            Api::V14(v) => unsafe { v.reg_mr_sym.unwrap()(coll, data, size, ty, 0, &mut mh) },
+            Api::V15(v) => unsafe { v.reg_mr_sym.unwrap()(coll, data, size, ty, 0, &mut mh) },
+            Api::V16(v) => unsafe { v.reg_mr_sym.unwrap()(coll, data, size, ty, 0, &mut mh) },
+        };
+        (r, mh)
+    }
+    fn reg_dmabuf(self, coll: P, data: P, size: usize, fd: c_int) -> NcclResult {
+        let mut mh = NULL;
+        match self {
+            Api::V13(v) => {
+                let mut gh = NULL;
+                unsafe { v.reg_mr_sym_dma_buf.unwrap()(coll, data, size, NCCL_PTR_CUDA, 0, fd, 0, &mut mh, &mut gh) }
+            }
+            Api::V14(v) => unsafe { v.reg_mr_sym_dma_buf.unwrap()(coll, data, size, NCCL_PTR_CUDA, 0, fd, 0, &mut mh) },
+            Api::V15(v) => unsafe { v.reg_mr_sym_dma_buf.unwrap()(coll, data, size, NCCL_PTR_CUDA, 0, fd, 0, &mut mh) },
+            Api::V16(v) => unsafe { v.reg_mr_sym_dma_buf.unwrap()(coll, data, size, NCCL_PTR_CUDA, 0, fd, 0, &mut mh) },
+        }
+    }
+    fn dereg(self, coll: P, mh: P) -> NcclResult {
+        unsafe { slot!(self, dereg_mr_sym)(coll, mh) }
+    }
+    fn destroy(self, ctx: P) -> NcclResult {
+        unsafe { slot!(self, destroy_context)(ctx) }
+    }
+    fn close_coll(self, coll: P) -> NcclResult {
+        unsafe { slot!(self, close_coll)(coll) }
+    }
+    fn close_listen(self, l: P) -> NcclResult {
+        unsafe { slot!(self, close_listen)(l) }
+    }
+    fn finalize(self, ctx: P) -> NcclResult {
+        unsafe { slot!(self, finalize)(ctx) }
+    }
+    /// iput; v13 and v14 have no optFlags (the plugin behaves as with 0).
+    fn iput(
+        self,
+        ctx: P,
+        c: c_int,
+        so: u64,
+        smh: P,
+        size: usize,
+        doff: u64,
+        dmh: P,
+        rank: u32,
+        flags: u32,
+        req: *mut P,
+    ) -> NcclResult {
+        match self {
+            Api::V13(v) => unsafe { v.iput.unwrap()(ctx, c, so, smh, size, doff, dmh, rank, req) },
+            Api::V14(v) => unsafe { v.iput.unwrap()(ctx, c, so, smh, size, doff, dmh, rank, req) },
+            Api::V15(v) => unsafe { v.iput.unwrap()(ctx, c, so, smh, size, doff, dmh, rank, flags, req) },
+            Api::V16(v) => unsafe { v.iput.unwrap()(ctx, c, so, smh, size, doff, dmh, rank, flags, req) },
+        }
+    }
+    fn iput_signal(
+        self,
+        ctx: P,
+        c: c_int,
+        so: u64,
+        smh: P,
+        size: usize,
+        doff: u64,
+        dmh: P,
+        rank: u32,
+        sigoff: u64,
+        sigmh: P,
+        value: u64,
+        op: u32,
+        flags: u32,
+        req: *mut P,
+    ) -> NcclResult {
+        match self {
+            Api::V13(v) => unsafe {
+                v.iput_signal.unwrap()(ctx, c, so, smh, size, doff, dmh, rank, sigoff, sigmh, value, op, req)
+            },
+            Api::V14(v) => unsafe {
+                v.iput_signal.unwrap()(ctx, c, so, smh, size, doff, dmh, rank, sigoff, sigmh, value, op, true, req)
+            },
+            Api::V15(v) => unsafe {
+                v.iput_signal.unwrap()(
+                    ctx, c, so, smh, size, doff, dmh, rank, sigoff, sigmh, value, op, false, flags, req,
+                )
+            },
+            Api::V16(v) => unsafe {
+                v.iput_signal.unwrap()(
+                    ctx, c, so, smh, size, doff, dmh, rank, sigoff, sigmh, value, op, true, flags, req,
+                )
+            },
+        }
+    }
+    fn iget(
+        self,
+        ctx: P,
+        c: c_int,
+        roff: u64,
+        rmh: P,
+        size: usize,
+        loff: u64,
+        lmh: P,
+        rank: u32,
+        flags: u32,
+        req: *mut P,
+    ) -> NcclResult {
+        match self {
+            Api::V13(v) => unsafe { v.iget.unwrap()(ctx, c, roff, rmh, size, loff, lmh, rank, req) },
+            Api::V14(v) => unsafe { v.iget.unwrap()(ctx, c, roff, rmh, size, loff, lmh, rank, req) },
+            Api::V15(v) => unsafe { v.iget.unwrap()(ctx, c, roff, rmh, size, loff, lmh, rank, flags, req) },
+            Api::V16(v) => unsafe { v.iget.unwrap()(ctx, c, roff, rmh, size, loff, lmh, rank, flags, req) },
+        }
+    }
+    fn iflush(self, ctx: P, c: c_int, mh: P, rank: u32, req: *mut P) -> NcclResult {
+        unsafe { slot!(self, iflush)(ctx, c, mh, rank, req) }
+    }
+    fn test(self, coll: P, req: P, done: *mut c_int) -> NcclResult {
+        unsafe { slot!(self, test)(coll, req, done) }
+    }
+    fn progress(self, ctx: P) -> NcclResult {
+        match self {
+            Api::V13(v) => unsafe { v.gin_progress.unwrap()(ctx) },
+            Api::V14(v) => unsafe { v.rma_progress.unwrap()(ctx) },
+            Api::V15(v) => unsafe { v.rma_progress.unwrap()(ctx) },
+            Api::V16(v) => unsafe { v.rma_progress.unwrap()(ctx) },
+        }
+    }
+    fn query(self, ctx: P, has: *mut bool) -> NcclResult {
+        unsafe { slot!(self, query_last_error)(ctx, has) }
+    }
+
+    // --- conveniences ---
+
+    /// test() until done (driving progress as RCCL's proxy loop does);
+    /// returns test's result.
+    fn wait(self, coll: P, ctx: P, req: P) -> NcclResult {
+        let t = Instant::now();
+        loop {
+            let mut done = 0;
+            let r = self.test(coll, req, &mut done);
+            if r != OK || done == 1 {
+                return r;
+            }
+            assert_eq!(self.progress(ctx), OK, "rmaProgress");
+            assert!(t.elapsed() < Duration::from_secs(20), "request {req:?} never completed");
+            std::thread::yield_now();
+        }
+    }
+    fn put(self, ctx: P, c: c_int, so: u64, smh: P, size: usize, doff: u64, dmh: P, rank: u32, flags: u32) -> P {
+        let mut req = NULL;
+        assert_eq!(self.iput(ctx, c, so, smh, size, doff, dmh, rank, flags, &mut req), OK, "iput to {rank}");
+        assert!(!req.is_null());
+        req
+    }
+    fn reg_ok(self, coll: P, buf: &GpuBuf, ty: c_int) -> P {
+        let (r, mh) = self.reg(coll, buf.dev_addr() as P, buf.len(), ty);
+        assert_eq!(r, OK, "regMrSym of {} bytes", buf.len());
+        assert!(!mh.is_null());
+        // RCCL's proxy carries mhandles in 63-bit GFD fields.
+        assert_eq!(mh as u64 >> 63, 0, "an mhandle fits RCCL's 63-bit descriptor fields");
+        mh
+    }
+}
+
+/// Threads standing in for ranks: RCCL's allgather of handles and a
+/// barrier, both bounded, and broken for everyone once a rank panics (a
+/// failing rank fails the test instead of leaving the others waiting).
+struct Exchange {
+    state: Mutex<(usize, u64, bool)>, // arrived, generation, broken
+    cv: std::sync::Condvar,
+    n: usize,
+    handles: Mutex<Vec<[u8; NCCL_NET_HANDLE_MAXSIZE]>>,
+}
+
+impl Exchange {
+    fn new(n: usize) -> std::sync::Arc<Exchange> {
+        std::sync::Arc::new(Exchange {
+            state: Mutex::new((0, 0, false)),
+            cv: std::sync::Condvar::new(),
+            n,
+            handles: Mutex::new(vec![[0u8; NCCL_NET_HANDLE_MAXSIZE]; n]),
+        })
+    }
+    fn barrier(&self) {
+        let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if std::thread::panicking() {
+            g.2 = true;
+            self.cv.notify_all();
+            return;
+        }
+        assert!(!g.2, "another rank failed");
+        let gen = g.1;
+        g.0 += 1;
+        if g.0 == self.n {
+            g.0 = 0;
+            g.1 += 1;
+            self.cv.notify_all();
+            return;
+        }
+        let t = Instant::now();
+        while g.1 == gen && !g.2 {
+            assert!(t.elapsed() < Duration::from_secs(30), "barrier: the other ranks never arrived");
+            g = self.cv.wait_timeout(g, Duration::from_millis(100)).unwrap_or_else(|e| e.into_inner()).0;
+        }
+        assert!(!g.2, "another rank failed");
+    }
+    fn allgather(&self, rank: usize, h: [u8; NCCL_NET_HANDLE_MAXSIZE]) -> Vec<[u8; NCCL_NET_HANDLE_MAXSIZE]> {
+        self.handles.lock().unwrap()[rank] = h;
+        self.barrier();
+        let all = self.handles.lock().unwrap().clone();
+        self.barrier();
+        all
+    }
+    /// Marks the group broken when the calling rank's thread unwinds.
+    fn guard(self: &std::sync::Arc<Self>) -> impl Drop + '_ {
+        struct G<'a>(&'a Exchange);
+        impl Drop for G<'_> {
+            fn drop(&mut self) {
+                if std::thread::panicking() {
+                    self.0.barrier();
+                }
+            }
+        }
+        G(self)
+    }
+}
+
+fn buf(size: usize) -> GpuBuf {
+    HostMemory.alloc(size, 4096, Placement::Device).unwrap()
+}
+
+fn pattern(rank: usize, i: usize) -> u8 {
+    (rank * 37 + i * 11 + 3) as u8
+}
+
+/// A rank's objects: two plugin contexts, as RCCL makes them.
+struct Rank {
+    rank: usize,
+    n: usize,
+    /// From rma.cc's init (comm->rmaContext).
+    ctx_rma: P,
+    /// From the GIN proxy's init: listen and connect use this one.
+    ctx: P,
+    coll: P,
+}
+
+// SAFETY: the pointers are opaque tokens, usable from any thread.
+unsafe impl Send for Rank {}
+
+/// init twice, devices, getProperties, listen, allgather, connect, closeListen.
+fn open(api: Api, rank: usize, n: usize, ex: &Exchange) -> Rank {
+    let (mut ctx_rma, mut ctx) = (NULL, NULL);
+    assert_eq!(api.init(&mut ctx_rma), OK, "init (rma.cc)");
+    assert_eq!(api.init(&mut ctx), OK, "init (GIN proxy)");
+    assert_ne!(ctx_rma, ctx, "each init makes its own context");
+    let mut ndev = 0;
+    assert_eq!(api.devices(&mut ndev), OK);
+    assert_eq!(ndev, 1);
+    // SAFETY: zeroed POD filled by the plugin.
+    let mut props: NcclNetProperties = unsafe { std::mem::zeroed() };
+    assert_eq!(api.get_properties(0, &mut props), OK);
+    assert_eq!(
+        props.net_device_type, NCCL_NET_DEVICE_GIN_PROXY,
+        "an RMA plugin reports GIN_PROXY (RCCL's v13 wrapper requires it)"
+    );
+    assert_eq!(props.net_device_version, NCCL_GIN_PROXY_VERSION);
+    assert_eq!(props.max_recvs, 8);
+    assert_eq!(props.ptr_support & NCCL_PTR_DMABUF, 0, "the emulated NIC cannot import dma-bufs");
+    assert_ne!(props.ptr_support & NCCL_PTR_HOST, 0);
+    assert!(!props.name.is_null());
+    let mut handle = [0u8; NCCL_NET_HANDLE_MAXSIZE];
+    let mut lc = NULL;
+    assert_eq!(api.listen(ctx, 0, handle.as_mut_ptr() as P, &mut lc), OK, "listen");
+    let all = ex.allgather(rank, handle);
+    let mut ptrs: Vec<P> = all.iter().map(|h| h.as_ptr() as P).collect();
+    let mut coll = NULL;
+    assert_eq!(api.connect(ctx, ptrs.as_mut_ptr(), n as c_int, rank as c_int, lc, &mut coll), OK, "connect");
+    assert_eq!(api.close_listen(lc), OK, "closeListen");
+    Rank { rank, n, ctx_rma, ctx, coll }
+}
+
+fn close(api: Api, r: Rank) {
+    assert_eq!(api.close_coll(r.coll), OK, "closeColl");
+    assert_eq!(api.finalize(r.ctx), OK, "finalize (GIN proxy)");
+    assert_eq!(api.finalize(r.ctx_rma), OK, "finalize (rma.cc)");
+}
+
+fn spin_until(what: &str, api: Api, ctx: P, f: impl Fn() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert_eq!(api.progress(ctx), OK);
+        assert!(t.elapsed() < Duration::from_secs(20), "{what} never happened");
+        std::thread::yield_now();
+    }
+}
+
+/// Everything after connect, checked end to end.
+fn flow(api: Api, r: &Rank, sync: &dyn Fn()) {
+    let (me, n) = (r.rank, r.n);
+    let flags = |last: bool| if last { 0 } else { AGG };
+    let mut props = NcclRmaProperties::default();
+    if let Some(res) = api.get_rma_properties(r.coll, &mut props) {
+        assert_eq!(res, OK, "getRmaProperties");
+        assert!(props.flushes_all_puts_on_any_signal, "the emulated NIC flushes every received put on any signal");
+    }
+    let (res, ctx) = api.create_context(r.coll, 2, -1, 1);
+    assert_eq!(res, OK, "createContext");
+    let src = buf(4096);
+    let dst = buf(n * 4096 + n * 8);
+    let sig = buf(16);
+    let got = buf(4096);
+    let inl = buf(8 * n);
+    src.write(0, &(0..4096).map(|i| pattern(me, i)).collect::<Vec<_>>());
+    for p in 0..n {
+        inl.write(8 * p, &((1000 * me + p) as u64).to_ne_bytes());
+    }
+    let (src_mh, dst_mh, sig_mh, got_mh) = (
+        api.reg_ok(r.coll, &src, NCCL_PTR_CUDA),
+        api.reg_ok(r.coll, &dst, NCCL_PTR_CUDA),
+        api.reg_ok(r.coll, &sig, NCCL_PTR_CUDA),
+        api.reg_ok(r.coll, &got, NCCL_PTR_CUDA),
+    );
+    let inl_mh = api.reg_ok(r.coll, &inl, NCCL_PTR_HOST);
+    sync();
+
+    let mut reqs = Vec::new();
+    for p in 0..n as u32 {
+        let last = p as usize + 1 == n;
+        // Context 0: 4 KiB and a +1 on the peer's signal word 0, aggregated
+        // across peers (the next non-aggregated request rings them all).
+        let mut q = NULL;
+        let res = api.iput_signal(
+            ctx,
+            0,
+            0,
+            src_mh,
+            4096,
+            (me * 4096) as u64,
+            dst_mh,
+            p,
+            0,
+            sig_mh,
+            77,
+            NCCL_NET_SIGNAL_OP_INC,
+            flags(last),
+            &mut q,
+        );
+        assert_eq!(res, OK, "iputSignal to {p}");
+        reqs.push(q);
+        // Context 1: 8 bytes from the host registration, then a signal
+        // without data (RCCL's VA signal: size 0, NULL handles), +5.
+        reqs.push(api.put(ctx, 1, 8 * p as u64, inl_mh, 8, (n * 4096 + me * 8) as u64, dst_mh, p, AGG));
+        let mut q = NULL;
+        let res =
+            api.iput_signal(ctx, 1, 0, NULL, 0, 0, NULL, p, 8, sig_mh, 5, NCCL_NET_SIGNAL_OP_ADD, flags(last), &mut q);
+        assert_eq!(res, OK, "signal-only iputSignal to {p}");
+        reqs.push(q);
+    }
+    for q in &reqs {
+        assert_eq!(api.wait(r.coll, ctx, *q), OK, "test");
+    }
+    // A request test() reported done is released.
+    let mut done = 7;
+    assert_eq!(api.test(r.coll, reqs[0], &mut done), NCCL_INVALID_ARGUMENT, "a finished request is gone");
+    assert_eq!(done, 0);
+
+    // Every peer's signals, and with them (same queue pair) their data.
+    let word = |off: usize| sig.atomic_u64(off).load(Ordering::Acquire);
+    spin_until("signal 0 reaching nranks", api, ctx, || word(0) == n as u64);
+    spin_until("signal 1 reaching 5 * nranks", api, ctx, || word(8) == 5 * n as u64);
+    for s in 0..n {
+        let mut slot = vec![0u8; 4096];
+        dst.read(s * 4096, &mut slot);
+        assert!(
+            slot.iter().enumerate().all(|(i, b)| *b == pattern(s, i)),
+            "rank {me}: data from rank {s} (v{})",
+            api.version()
+        );
+        let mut w = [0u8; 8];
+        dst.read(n * 4096 + s * 8, &mut w);
+        assert_eq!(u64::from_ne_bytes(w), (1000 * s + me) as u64, "rank {me}: 8 bytes from rank {s}");
+    }
+
+    // iget from the next rank, then iflush; both complete.
+    let peer = ((me + 1) % n) as u32;
+    let mut g = NULL;
+    assert_eq!(api.iget(ctx, 1, 0, src_mh, 4096, 0, got_mh, peer, 0, &mut g), OK, "iget");
+    let mut f = NULL;
+    assert_eq!(api.iflush(ctx, 1, sig_mh, peer, &mut f), OK, "iflush");
+    assert!(!f.is_null(), "iflush returns a request");
+    assert_eq!(api.wait(r.coll, ctx, f), OK, "iflush completes");
+    assert_eq!(api.wait(r.coll, ctx, g), OK, "iget completes (behind the flush, in order)");
+    let mut gb = vec![0u8; 4096];
+    got.read(0, &mut gb);
+    assert!(gb.iter().enumerate().all(|(i, b)| *b == pattern(peer as usize, i)), "rank {me}: get from {peer}");
+
+    // A zero-byte put is a request like any other: it completes, moves nothing.
+    let before: Vec<u8> = {
+        let mut v = vec![0u8; 8];
+        dst.read(0, &mut v);
+        v
+    };
+    let z = api.put(ctx, 0, 0, src_mh, 0, 0, dst_mh, peer, 0);
+    assert_eq!(api.wait(r.coll, ctx, z), OK, "zero-byte iput");
+    let mut after = vec![0u8; 8];
+    dst.read(0, &mut after);
+    assert_eq!(before, after);
+
+    let mut has = true;
+    assert_eq!(api.query(ctx, &mut has), OK);
+    assert!(!has, "queryLastError: no error");
+    assert_eq!(api.progress(ctx), OK, "rmaProgress with nothing to do");
+
+    // Nobody deregisters while a peer may still read or write.
+    sync();
+    for mh in [src_mh, dst_mh, sig_mh, got_mh, inl_mh] {
+        assert_eq!(api.dereg(r.coll, mh), OK, "deregMrSym");
+    }
+    assert_eq!(api.destroy(ctx), OK, "destroyContext");
+    sync();
+}
+
+fn run(api: Api, n: usize) {
+    let ex = Exchange::new(n);
+    std::thread::scope(|s| {
+        for rank in 0..n {
+            let ex = ex.clone();
+            s.spawn(move || {
+                let _broken_on_panic = ex.guard();
+                let r = open(api, rank, n, &ex);
+                flow(api, &r, &|| ex.barrier());
+                close(api, r);
+            });
+        }
+    });
+}
+
+#[test]
+fn v16_four_ranks() {
+    let h = harness();
+    assert_eq!(Api::V16(h.v16).name(), "rust-gin-rma");
+    run(Api::V16(h.v16), 4);
+}
+
+#[test]
+fn v16_two_ranks() {
+    run(Api::V16(harness().v16), 2);
+}
+
+#[test]
+fn v15_two_ranks() {
+    run(Api::V15(harness().v15), 2);
+}
+
+#[test]
+fn v14_two_ranks() {
+    run(Api::V14(harness().v14), 2);
+}
+
+#[test]
+fn v13_two_ranks() {
+    run(Api::V13(harness().v13), 2);
+}
+
+#[test]
+fn v15_four_ranks() {
+    run(Api::V15(harness().v15), 4);
+}
+
+// --- bad input -------------------------------------------------------------------
+
+/// Runs `f`, returns its result and the WARN lines it logged.
+fn warns<T>(f: impl FnOnce() -> T) -> (T, Vec<String>) {
+    let h = harness();
+    let _g = h.log_lock.lock().unwrap_or_else(|e| e.into_inner());
+    h.logger.take();
+    let v = f();
+    let lines = h.logger.take().into_iter().filter(|l| l.starts_with(&format!("{} ", level::WARN))).collect();
+    (v, lines)
+}
+
+#[track_caller]
+fn expect_warn(res: NcclResult, want: NcclResult, lines: &[String], words: &[&str], what: &str) {
+    assert_eq!(res, want, "{what}: result code (WARN lines: {lines:?})");
+    assert!(
+        lines.iter().any(|l| words.iter().all(|w| l.contains(w))),
+        "{what}: no WARN line naming {words:?}; got {lines:?}"
+    );
+}
+
+/// One rank alone (nranks 1: every request loops back to itself).
+fn solo(api: Api) -> Rank {
+    let ex = Exchange::new(1);
+    open(api, 0, 1, &ex)
+}
+
+#[test]
+fn bad_input_gets_an_error_code_and_a_warn_line() {
+    let api = Api::V16(harness().v16);
+    let r = solo(api);
+    let (res, ctx) = api.create_context(r.coll, 2, -1, 1);
+    assert_eq!(res, OK);
+    let a = buf(4096);
+    let b = buf(4096);
+    let am = api.reg_ok(r.coll, &a, NCCL_PTR_CUDA);
+    let bm = api.reg_ok(r.coll, &b, NCCL_PTR_CUDA);
+    let mut foreign = 5u64;
+    let fp = &mut foreign as *mut u64 as P;
+
+    // init, devices, properties.
+    let (res, l) = warns(|| api.init(std::ptr::null_mut()));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["init", "ctx is NULL"], "init(NULL)");
+    let (res, l) = warns(|| api.devices(std::ptr::null_mut()));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["devices", "ndev is NULL"], "devices(NULL)");
+    let (res, l) = warns(|| api.get_properties(7, &mut unsafe { std::mem::zeroed() }));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["getProperties", "device index 7"], "getProperties(7)");
+    let (res, l) = warns(|| api.get_properties(-1, &mut unsafe { std::mem::zeroed() }));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["dev -1"], "getProperties(-1)");
+    let (res, l) = warns(|| api.get_properties(0, std::ptr::null_mut()));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["props is NULL"], "getProperties(NULL)");
+    let (res, l) = warns(|| api.get_rma_properties(NULL, &mut NcclRmaProperties::default()).unwrap());
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["getRmaProperties", "collComm is NULL"], "getRmaProperties(NULL)");
+    let (res, l) = warns(|| api.get_rma_properties(r.coll, std::ptr::null_mut()).unwrap());
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["rmaProps is NULL"], "getRmaProperties(coll, NULL)");
+    let (res, l) = warns(|| api.get_rma_properties(r.ctx, &mut NcclRmaProperties::default()).unwrap());
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["another kind"], "getRmaProperties(a plugin context)");
+
+    // listen and connect.
+    let mut hb = [0u8; NCCL_NET_HANDLE_MAXSIZE];
+    let mut lc = NULL;
+    let (res, l) = warns(|| api.listen(r.ctx, 3, hb.as_mut_ptr() as P, &mut lc));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["listen", "dev 3"], "listen(dev 3)");
+    let (res, l) = warns(|| api.listen(r.ctx, 0, NULL, &mut lc));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["handle is NULL"], "listen(NULL handle)");
+    let (res, l) = warns(|| api.listen(fp, 0, hb.as_mut_ptr() as P, &mut lc));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["ctx", "not a rust-gin"], "listen(foreign ctx)");
+    assert_eq!(api.listen(r.ctx, 0, hb.as_mut_ptr() as P, &mut lc), OK);
+    let mut hp = [hb.as_mut_ptr() as P];
+    let mut cc = NULL;
+    let (res, l) = warns(|| api.connect(r.ctx, hp.as_mut_ptr(), 1, 1, lc, &mut cc));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["connect", "rank 1 out of range"], "connect(rank 1 of 1)");
+    let mut bad = hb;
+    bad[50] ^= 1;
+    hp[0] = bad.as_mut_ptr() as P;
+    let (res, l) = warns(|| api.connect(r.ctx, hp.as_mut_ptr(), 1, 0, lc, &mut cc));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["checksum"], "connect(corrupted handle)");
+    assert_eq!(api.close_listen(lc), OK);
+    let (res, l) = warns(|| api.close_listen(lc));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["closeListen", "already destroyed or closed"], "double closeListen");
+
+    // createContext.
+    for (nctx, tc, stride, words) in [
+        (0, -1, 1, "nContexts = 0"),
+        (65, -1, 1, "nContexts = 65"),
+        (1, 300, 1, "trafficClass = 300"),
+        (1, -1, 0, "rankStride = 0"),
+    ] {
+        let ((res, _), l) = warns(|| api.create_context(r.coll, nctx, tc, stride));
+        expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["createContext", words], words);
+    }
+    let mut c2 = NULL;
+    let (res, l) = warns(|| api.create_context_raw(r.coll, std::ptr::null_mut(), &mut c2));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["config is NULL"], "createContext(NULL config)");
+    let (res, l) = warns(|| {
+        api.create_context_raw(
+            r.coll,
+            &mut NcclRmaConfig { n_contexts: 1, traffic_class: -1, rank_stride: 1 },
+            std::ptr::null_mut(),
+        )
+    });
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["rmaCtx is NULL"], "createContext(NULL rmaCtx)");
+
+    // Registration: NULL data, size 0, a bad type, dma-buf not advertised.
+    for (data, size, ty, words) in [
+        (NULL, 64usize, NCCL_PTR_CUDA, "data is NULL"),
+        (a.dev_addr() as P, 0, NCCL_PTR_CUDA, "size is 0"),
+        (a.dev_addr() as P, 64, 9, "type 9"),
+    ] {
+        let ((res, _), l) = warns(|| api.reg(r.coll, data, size, ty));
+        expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["regMrSym", words], words);
+    }
+    let (res, l) = warns(|| api.reg_dmabuf(r.coll, a.dev_addr() as P, 64, 3));
+    expect_warn(
+        res,
+        NCCL_INVALID_USAGE,
+        &l,
+        &["regMrSymDmaBuf", "NCCL_PTR_DMABUF"],
+        "regMrSymDmaBuf without NCCL_PTR_DMABUF",
+    );
+    let (res, l) = warns(|| api.dereg(r.coll, r.ctx));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["deregMrSym", "another kind"], "deregMrSym(a ctx)");
+
+    // iput: every argument.
+    type Call = Box<dyn Fn(*mut P) -> NcclResult>;
+    let put = |ctx: P, c: c_int, so: u64, smh: P, size: usize, doff: u64, dmh: P, rank: u32, fl: u32| -> Call {
+        Box::new(move |req| api.iput(ctx, c, so, smh, size, doff, dmh, rank, fl, req))
+    };
+    let cases: Vec<(Call, NcclResult, &[&str], &str)> = vec![
+        (put(NULL, 0, 0, am, 8, 0, bm, 0, 0), NCCL_INVALID_ARGUMENT, &["iput", "rmaCtx is NULL"], "NULL rmaCtx"),
+        (put(fp, 0, 0, am, 8, 0, bm, 0, 0), NCCL_INVALID_ARGUMENT, &["rmaCtx", "not a rust-gin"], "foreign rmaCtx"),
+        (
+            put(r.coll, 0, 0, am, 8, 0, bm, 0, 0),
+            NCCL_INVALID_ARGUMENT,
+            &["rmaCtx", "another kind"],
+            "collComm as rmaCtx",
+        ),
+        (put(ctx, 2, 0, am, 8, 0, bm, 0, 0), NCCL_INVALID_ARGUMENT, &["context 2 out of range [0, 2)"], "context 2"),
+        (put(ctx, -1, 0, am, 8, 0, bm, 0, 0), NCCL_INVALID_ARGUMENT, &["context -1 out of range"], "context -1"),
+        (put(ctx, 0, 0, am, 8, 0, bm, 1, 0), NCCL_INVALID_ARGUMENT, &["rank 1 out of range [0, 1)"], "rank 1 of 1"),
+        (put(ctx, 0, 0, NULL, 8, 0, bm, 0, 0), NCCL_INVALID_ARGUMENT, &["srcMhandle is NULL"], "NULL srcMhandle"),
+        (
+            put(ctx, 0, 0, fp, 8, 0, bm, 0, 0),
+            NCCL_INVALID_ARGUMENT,
+            &["srcMhandle", "not a rust-gin"],
+            "unregistered srcMhandle",
+        ),
+        (
+            put(ctx, 0, 0, am, 8, 0, ctx, 0, 0),
+            NCCL_INVALID_ARGUMENT,
+            &["dstMhandle", "another kind"],
+            "rmaCtx as dstMhandle",
+        ),
+        (
+            put(ctx, 0, 4090, am, 8, 0, bm, 0, 0),
+            NCCL_INVALID_ARGUMENT,
+            &["iput source", "offset 4090 + size 8", "4096 bytes"],
+            "source offset past the registration",
+        ),
+        (
+            put(ctx, 0, 0, am, 8, 4096, bm, 0, 0),
+            NCCL_INVALID_ARGUMENT,
+            &["iput destination", "rank 0's registration"],
+            "destination offset past the registration",
+        ),
+        (put(ctx, 0, 0, am, usize::MAX, 0, bm, 0, 0), NCCL_INVALID_ARGUMENT, &["past the end"], "a size that wraps"),
+        (
+            put(ctx, 0, 0, am, 8, 0, bm, 0, 1 << 5),
+            NCCL_INVALID_ARGUMENT,
+            &["iput", "optFlags 0x20"],
+            "unknown optFlags bit",
+        ),
+        (
+            put(ctx, 0, 0, am, 8, 0, bm, 0, AGG | 1 << 31),
+            NCCL_INVALID_ARGUMENT,
+            &["optFlags 0x80000001"],
+            "aggregate plus an unknown bit",
+        ),
+    ];
+    for (f, want, words, what) in &cases {
+        let mut req = fp; // must be reset to NULL on failure
+        let (res, l) = warns(|| f(&mut req));
+        expect_warn(res, *want, &l, words, what);
+        assert!(req.is_null(), "{what}: request set to NULL on failure");
+    }
+    let (res, l) = warns(|| api.iput(ctx, 0, 0, am, 8, 0, bm, 0, 0, std::ptr::null_mut()));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["iput", "request is NULL"], "NULL request");
+
+    // iputSignal and iget.
+    let sig_case = |off: u64, sigmh: P, op: u32| {
+        let mut q = NULL;
+        api.iput_signal(ctx, 0, 0, am, 8, 0, bm, 0, off, sigmh, 1, op, 0, &mut q)
+    };
+    let (res, l) = warns(|| sig_case(0, bm, 7));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["iputSignal", "signalOp 7"], "signalOp 7");
+    let (res, l) = warns(|| sig_case(0, NULL, NCCL_NET_SIGNAL_OP_INC));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["signalMhandle is NULL"], "NULL signalMhandle");
+    let (res, l) = warns(|| sig_case(4, bm, NCCL_NET_SIGNAL_OP_INC));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["not 8-byte aligned"], "misaligned signal");
+    let (res, l) = warns(|| sig_case(4092, bm, NCCL_NET_SIGNAL_OP_INC));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["iputSignal signal", "past the end"], "signal past the registration");
+    let mut q = NULL;
+    let (res, l) = warns(|| api.iput_signal(ctx, 0, 0, NULL, 8, 0, bm, 0, 0, bm, 1, NCCL_NET_SIGNAL_OP_INC, 0, &mut q));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["srcMhandle is NULL"], "data without a source");
+    let (res, l) = warns(|| api.iget(ctx, 0, 4000, am, 200, 0, bm, 0, 0, &mut q));
+    expect_warn(
+        res,
+        NCCL_INVALID_ARGUMENT,
+        &l,
+        &["iget source", "offset 4000 + size 200"],
+        "iget past the remote registration",
+    );
+    let (res, l) = warns(|| api.iget(ctx, 0, 0, am, 200, 3900, bm, 0, 0, &mut q));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["iget destination"], "iget past the local registration");
+    let (res, l) = warns(|| api.iflush(ctx, 5, bm, 0, &mut q));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["iflush", "context 5"], "iflush(context 5)");
+    let (res, l) = warns(|| api.iflush(ctx, 0, fp, 0, &mut q));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["iflush", "mhandle", "not a rust-gin"], "iflush(foreign mhandle)");
+
+    // test, rmaProgress, queryLastError.
+    let mut done = 0;
+    let (res, l) = warns(|| api.test(r.coll, NULL, &mut done));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["test", "request is NULL"], "test(NULL request)");
+    let (res, l) = warns(|| api.test(r.coll, fp, &mut done));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["request", "not a rust-gin"], "test(foreign request)");
+    let ok_req = api.put(ctx, 0, 0, am, 8, 0, bm, 0, 0);
+    let (res, l) = warns(|| api.test(r.coll, ok_req, std::ptr::null_mut()));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["done is NULL"], "test(NULL done)");
+    let (res, l) = warns(|| api.test(ctx, ok_req, &mut done));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["collComm", "another kind"], "test(rmaCtx as collComm)");
+    assert_eq!(api.wait(r.coll, ctx, ok_req), OK, "the request survived the bad calls");
+    let (res, l) = warns(|| api.progress(fp));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["rmaProgress", "not a rust-gin"], "rmaProgress(foreign)");
+    let (res, l) = warns(|| api.query(ctx, std::ptr::null_mut()));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["queryLastError", "hasError is NULL"], "queryLastError(NULL)");
+
+    // A deregistered handle, double deregistration, a handle of another comm.
+    let c = buf(64);
+    let cm = api.reg_ok(r.coll, &c, NCCL_PTR_CUDA);
+    assert_eq!(api.dereg(r.coll, cm), OK);
+    let (res, l) = warns(|| api.iput(ctx, 0, 0, cm, 8, 0, bm, 0, 0, &mut q));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["srcMhandle", "no longer exists"], "deregistered srcMhandle");
+    let (res, l) = warns(|| api.dereg(r.coll, cm));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["deregMrSym", "no longer exists"], "double deregMrSym");
+    let other = solo(api);
+    let om = api.reg_ok(other.coll, &c, NCCL_PTR_CUDA);
+    let (res, l) = warns(|| api.iput(ctx, 0, 0, om, 8, 0, bm, 0, 0, &mut q));
+    expect_warn(
+        res,
+        NCCL_INVALID_ARGUMENT,
+        &l,
+        &["srcMhandle was registered on another collComm"],
+        "a handle of another comm",
+    );
+    let (res, l) = warns(|| api.dereg(r.coll, om));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["registered on another collComm"], "deregMrSym on the wrong comm");
+    let (_, octx) = api.create_context(other.coll, 1, -1, 1);
+    let oreq = api.put(octx, 0, 0, om, 8, 0, om, 0, 0);
+    let (res, l) = warns(|| api.test(r.coll, oreq, &mut done));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["belongs to another collComm"], "test on the wrong comm");
+    assert_eq!(api.wait(other.coll, octx, oreq), OK);
+    // closeColl releases what was left open, with a WARN.
+    let (res, l) = warns(|| api.close_coll(other.coll));
+    expect_warn(res, OK, &l, &["closeColl", "1 RMA context(s), 1 registration(s)"], "closeColl with open objects");
+    let (res, l) = warns(|| api.destroy(octx));
+    expect_warn(
+        res,
+        NCCL_INVALID_ARGUMENT,
+        &l,
+        &["destroyContext", "already destroyed"],
+        "a context closeColl released",
+    );
+    assert_eq!(api.finalize(other.ctx), OK);
+    assert_eq!(api.finalize(other.ctx_rma), OK);
+
+    // Calls after finalize: the context still exists, its plugin context not.
+    assert_eq!(api.finalize(r.ctx), OK);
+    let (res, l) = warns(|| api.iput(ctx, 0, 0, am, 8, 0, bm, 0, 0, &mut q));
+    expect_warn(res, NCCL_INVALID_USAGE, &l, &["iput", "after finalize"], "iput after finalize");
+    let (res, l) = warns(|| api.progress(ctx));
+    expect_warn(res, NCCL_INVALID_USAGE, &l, &["rmaProgress", "after finalize"], "rmaProgress after finalize");
+    let (res, l) = warns(|| api.listen(r.ctx, 0, hb.as_mut_ptr() as P, &mut lc));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["listen", "no longer exists"], "listen after finalize");
+    let (res, l) = warns(|| api.finalize(r.ctx));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["finalize", "already destroyed or closed"], "double finalize");
+    // Teardown still works after finalize (RCCL may order it either way).
+    assert_eq!(api.dereg(r.coll, am), OK);
+    assert_eq!(api.dereg(r.coll, bm), OK);
+    assert_eq!(api.destroy(ctx), OK);
+    let (res, l) = warns(|| api.destroy(ctx));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["destroyContext", "already destroyed"], "double destroyContext");
+    assert_eq!(api.close_coll(r.coll), OK);
+    let (res, l) = warns(|| api.close_coll(r.coll));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["closeColl", "already destroyed or closed"], "double closeColl");
+    assert_eq!(api.finalize(r.ctx_rma), OK);
+}
+
+// --- optFlags: aggregation shares doorbells, changes nothing else ---------------
+
+#[test]
+fn aggregated_requests_share_one_doorbell_and_keep_data_and_order() {
+    let api = linked();
+    let r = solo(api);
+    let (res, ctx) = api.create_context(r.coll, 2, -1, 1);
+    assert_eq!(res, OK);
+    let src = buf(8 * 4096);
+    src.write(0, &(0..8 * 4096).map(|i| pattern(3, i)).collect::<Vec<_>>());
+    let dst = buf(8 * 4096);
+    let sig = buf(64);
+    let (sm, dm, gm) = (
+        api.reg_ok(r.coll, &src, NCCL_PTR_CUDA),
+        api.reg_ok(r.coll, &dst, NCCL_PTR_CUDA),
+        api.reg_ok(r.coll, &sig, NCCL_PTR_CUDA),
+    );
+    let doorbells = || testing::emu_counters(r.coll).unwrap().expect("the emulated NIC's counters").doorbells;
+    let clear = || dst.write(0, &vec![0u8; 8 * 4096]);
+    let check = |what: &str| {
+        let mut d = vec![0u8; 8 * 4096];
+        dst.read(0, &mut d);
+        assert!(d.iter().enumerate().all(|(i, b)| *b == pattern(3, i)), "{what}: the data landed");
+    };
+    let puts = |flags: &dyn Fn(usize) -> u32| -> Vec<P> {
+        (0..8).map(|k| api.put(ctx, 0, (k * 4096) as u64, sm, 4096, (k * 4096) as u64, dm, 0, flags(k))).collect()
+    };
+    let wait_all = |reqs: &[P]| reqs.iter().for_each(|q| assert_eq!(api.wait(r.coll, ctx, *q), OK));
+
+    // Without the hint: one doorbell per request.
+    clear();
+    let d0 = doorbells();
+    let reqs = puts(&|_| 0);
+    assert_eq!(doorbells() - d0, 8, "eight requests, eight doorbells");
+    wait_all(&reqs);
+    check("no hint");
+
+    // With the hint on all but the last: one doorbell for all eight.
+    clear();
+    let d0 = doorbells();
+    let reqs = puts(&|k| if k < 7 { AGG } else { 0 });
+    assert_eq!(doorbells() - d0, 1, "seven aggregated and one plain request share one doorbell");
+    wait_all(&reqs);
+    assert_eq!(doorbells() - d0, 1);
+    check("aggregated");
+
+    // All aggregated: nothing rings until test() (or iflush, rmaProgress).
+    clear();
+    let d0 = doorbells();
+    let reqs = puts(&|_| AGG);
+    assert_eq!(doorbells() - d0, 0, "aggregated requests wait for a doorbell");
+    let mut done = 0;
+    assert_eq!(api.test(r.coll, reqs[0], &mut done), OK);
+    assert_eq!(doorbells() - d0, 1, "test() rings what aggregation left");
+    wait_all(&reqs);
+    check("rung by test");
+    for ring in ["rmaProgress", "iflush"] {
+        clear();
+        let d0 = doorbells();
+        let reqs = puts(&|_| AGG);
+        let mut extra = Vec::new();
+        if ring == "rmaProgress" {
+            assert_eq!(api.progress(ctx), OK);
+        } else {
+            let mut f = NULL;
+            assert_eq!(api.iflush(ctx, 0, NULL, 0, &mut f), OK);
+            extra.push(f);
+        }
+        assert_eq!(doorbells() - d0, 1, "{ring} rings what aggregation left, once");
+        wait_all(&reqs);
+        wait_all(&extra);
+        check(ring);
+    }
+
+    // A plain request on another queue rings the aggregated ones too.
+    clear();
+    let d0 = doorbells();
+    let mut reqs = puts(&|_| AGG);
+    reqs.push(api.put(ctx, 1, 0, sm, 8, 0, dm, 0, 0));
+    assert_eq!(doorbells() - d0, 2, "one doorbell per queue");
+    wait_all(&reqs);
+    check("two queues");
+
+    // Order: aggregated puts, then an aggregated signal, then a plain one:
+    // when the signal is seen, every byte before it is there.
+    clear();
+    sig.write(0, &[0u8; 8]);
+    let mut reqs = puts(&|_| AGG);
+    let mut q = NULL;
+    assert_eq!(api.iput_signal(ctx, 0, 0, NULL, 0, 0, NULL, 0, 0, gm, 1, NCCL_NET_SIGNAL_OP_INC, AGG, &mut q), OK);
+    reqs.push(q);
+    assert_eq!(api.iput_signal(ctx, 0, 0, NULL, 0, 0, NULL, 0, 0, gm, 2, NCCL_NET_SIGNAL_OP_ADD, 0, &mut q), OK);
+    reqs.push(q);
+    spin_until("the signals", api, ctx, || sig.atomic_u64(0).load(Ordering::Acquire) == 3);
+    check("before the signal");
+    wait_all(&reqs);
+
+    // An unknown bit posts nothing.
+    let d0 = doorbells();
+    let (res, l) = warns(|| api.iput(ctx, 0, 0, sm, 8, 0, dm, 0, 2, &mut q));
+    expect_warn(
+        res,
+        NCCL_INVALID_ARGUMENT,
+        &l,
+        &["iput", "optFlags 0x2", "ncclRmaOptFlagsAggregateRequests"],
+        "unknown optFlags",
+    );
+    assert!(q.is_null());
+    assert_eq!(api.progress(ctx), OK);
+    assert_eq!(doorbells() - d0, 0, "a refused request rings nothing");
+
+    for m in [sm, dm, gm] {
+        assert_eq!(api.dereg(r.coll, m), OK);
+    }
+    assert_eq!(api.destroy(ctx), OK);
+    close(api, r);
+}
+
+// --- flushesAllPutsOnAnySignal on the emulated NIC -------------------------------
+
+/// Ranks 2 and 3 put into rank 0 and see their puts completed (received);
+/// then rank 1 signals rank 0 on its own queue pair. Rank 0 watches only the
+/// signal: the moment it changes, every put received before it must be
+/// visible — what getRmaProperties claims for the emulated NIC.
+#[test]
+fn a_signal_from_any_peer_makes_every_received_put_visible() {
+    let api = Api::V16(harness().v16);
+    let n = 4;
+    let ex = Exchange::new(n);
+    std::thread::scope(|s| {
+        for rank in 0..n {
+            let ex = ex.clone();
+            s.spawn(move || {
+                let _broken_on_panic = ex.guard();
+                let r = open(api, rank, n, &ex);
+                let mut p = NcclRmaProperties::default();
+                assert_eq!(api.get_rma_properties(r.coll, &mut p), Some(OK));
+                assert!(p.flushes_all_puts_on_any_signal);
+                let (res, ctx) = api.create_context(r.coll, 1, -1, 1);
+                assert_eq!(res, OK);
+                let size = 64 * 1024; // several packets each
+                let src = buf(size);
+                src.write(0, &(0..size).map(|i| pattern(rank, i)).collect::<Vec<_>>());
+                let dst = buf(n * size);
+                let sig = buf(8);
+                let sm = api.reg_ok(r.coll, &src, NCCL_PTR_CUDA);
+                let dm = api.reg_ok(r.coll, &dst, NCCL_PTR_CUDA);
+                let gm = api.reg_ok(r.coll, &sig, NCCL_PTR_CUDA);
+                ex.barrier();
+                std::thread::scope(|inner| {
+                    let watcher = (rank == 0).then(|| {
+                        let (sig, dst) = (&sig, &dst);
+                        inner.spawn(move || {
+                            let t = Instant::now();
+                            while sig.atomic_u64(0).load(Ordering::Acquire) == 0 {
+                                assert!(t.elapsed() < Duration::from_secs(20), "no signal");
+                                std::hint::spin_loop();
+                            }
+                            // No wait, no flush: read at once.
+                            for from in [2usize, 3] {
+                                let mut d = vec![0u8; size];
+                                dst.read(from * size, &mut d);
+                                assert!(
+                                    d.iter().enumerate().all(|(i, b)| *b == pattern(from, i)),
+                                    "put from rank {from} visible at the signal"
+                                );
+                            }
+                        })
+                    });
+                    if rank >= 2 {
+                        let q = api.put(ctx, 0, 0, sm, size, (rank * size) as u64, dm, 0, 0);
+                        assert_eq!(api.wait(r.coll, ctx, q), OK);
+                    }
+                    ex.barrier(); // the puts were received
+                    if rank == 1 {
+                        let mut q = NULL;
+                        let res = api.iput_signal(
+                            ctx,
+                            0,
+                            0,
+                            NULL,
+                            0,
+                            0,
+                            NULL,
+                            0,
+                            0,
+                            gm,
+                            1,
+                            NCCL_NET_SIGNAL_OP_INC,
+                            0,
+                            &mut q,
+                        );
+                        assert_eq!(res, OK);
+                        assert_eq!(api.wait(r.coll, ctx, q), OK);
+                    }
+                    if let Some(w) = watcher {
+                        w.join().unwrap();
+                    }
+                });
+                ex.barrier();
+                for m in [sm, dm, gm] {
+                    assert_eq!(api.dereg(r.coll, m), OK);
+                }
+                assert_eq!(api.destroy(ctx), OK);
+                ex.barrier();
+                close(api, r);
+            });
+        }
+    });
+}
+
+// --- a fault: the peer's NIC refuses a request --------------------------------------
+
+#[test]
+fn a_corrupted_rkey_fails_the_request_and_is_reported_without_hanging() {
+    let api = linked();
+    let n = 2;
+    let ex = Exchange::new(n);
+    let lines = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for rank in 0..n {
+            let (ex, lines) = (ex.clone(), &lines);
+            s.spawn(move || {
+                let _broken_on_panic = ex.guard();
+                let r = open(api, rank, n, &ex);
+                let (res, ctx) = api.create_context(r.coll, 1, -1, 1);
+                assert_eq!(res, OK);
+                let a = buf(4096);
+                let b = buf(4096);
+                let am = api.reg_ok(r.coll, &a, NCCL_PTR_CUDA);
+                let bm = api.reg_ok(r.coll, &b, NCCL_PTR_CUDA);
+                ex.barrier();
+                if rank == 0 {
+                    // A good request first: it completes before the fault.
+                    let good = api.put(ctx, 0, 0, am, 64, 0, bm, 1, 0);
+                    testing::corrupt_peer_rkey(bm, 1, 0x4400).unwrap();
+                    let bad = api.put(ctx, 0, 0, am, 64, 0, bm, 1, 0);
+                    let t = Instant::now();
+                    let (res, l) = warns(|| api.wait(r.coll, ctx, bad));
+                    assert!(t.elapsed() < Duration::from_secs(10), "test() reported instead of hanging");
+                    expect_warn(
+                        res,
+                        NCCL_REMOTE_ERROR,
+                        &l,
+                        &["test", "iput", "rank 1", "REMOTE_ACCESS_ERR"],
+                        "the failed request",
+                    );
+                    let mut done = 0;
+                    assert_eq!(api.test(r.coll, good, &mut done), OK, "the earlier request completed before the fault");
+                    assert_eq!(done, 1);
+                    let ((q, has), l) = warns(|| {
+                        let mut has = false;
+                        (api.query(ctx, &mut has), has)
+                    });
+                    assert_eq!(q, OK);
+                    assert!(has, "queryLastError reports the error");
+                    lines.lock().unwrap().extend(l);
+                    let ((_, again), l) = warns(|| {
+                        let mut has = false;
+                        (api.query(ctx, &mut has), has)
+                    });
+                    assert!(again, "still in error");
+                    assert!(l.is_empty(), "reported once: {l:?}");
+                    // That queue fails fast now; the one to rank 0 still works.
+                    let mut q = NULL;
+                    let (res, l) = warns(|| api.iput(ctx, 0, 0, am, 8, 0, bm, 1, 0, &mut q));
+                    expect_warn(
+                        res,
+                        NCCL_REMOTE_ERROR,
+                        &l,
+                        &["iput", "queue to rank 1", "failed"],
+                        "a request on the failed queue",
+                    );
+                    testing::corrupt_peer_rkey(bm, 1, 0x4400).unwrap();
+                    let ok = api.put(ctx, 0, 0, am, 8, 0, bm, 0, 0);
+                    assert_eq!(api.wait(r.coll, ctx, ok), OK, "other queues are unaffected");
+                }
+                ex.barrier();
+                assert_eq!(api.dereg(r.coll, am), OK);
+                assert_eq!(api.dereg(r.coll, bm), OK);
+                assert_eq!(api.destroy(ctx), OK);
+                ex.barrier();
+                close(api, r);
+            });
+        }
+    });
+    let lines = lines.into_inner().unwrap();
+    expect_warn(
+        OK,
+        OK,
+        &lines,
+        &["rank 0", "RMA error", "rank 1", "QP", "syndrome 0x13", "REMOTE_ACCESS_ERR"],
+        "queryLastError's WARN",
+    );
+}
+
+// --- proxy-progress mode: completion semantics, deterministic ordering ------------
+
+const CHILD: &str = "RUST_GIN_RMA_PROXY_CHILD";
+
+/// Runs [`proxy_progress_child`] in a child process whose emulated NICs move
+/// only when rmaProgress drives them (RCCL_RUST_GIN_EMU_PROGRESS=proxy), as
+/// under RCCL's proxy thread.
+#[test]
+fn proxy_progress_mode() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "proxy_progress_child", "--ignored", "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .env("RCCL_RUST_GIN_EMU_PROGRESS", "proxy")
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "child failed:\n{text}");
+    assert!(text.contains("proxy_progress_child ... ok"), "the child ran the test:\n{text}");
+}
+
+#[test]
+#[ignore = "run by proxy_progress_mode in a child process"]
+fn proxy_progress_child() {
+    if std::env::var(CHILD).is_err() {
+        eprintln!("proxy_progress_child runs only under proxy_progress_mode");
+        return;
+    }
+    let api = Api::V16(harness().v16);
+    let n = 4;
+    let ex = Exchange::new(n);
+    std::thread::scope(|s| {
+        for rank in 0..n {
+            let ex = ex.clone();
+            s.spawn(move || {
+                let _broken_on_panic = ex.guard();
+                let r = open(api, rank, n, &ex);
+                let (res, ctx) = api.create_context(r.coll, 1, -1, 1);
+                assert_eq!(res, OK);
+                let size = 16 * 1024;
+                let src = buf(size);
+                src.write(0, &(0..size).map(|i| pattern(rank, i)).collect::<Vec<_>>());
+                let dst = buf(n * size);
+                let sig = buf(8);
+                let sm = api.reg_ok(r.coll, &src, NCCL_PTR_CUDA);
+                let dm = api.reg_ok(r.coll, &dst, NCCL_PTR_CUDA);
+                let gm = api.reg_ok(r.coll, &sig, NCCL_PTR_CUDA);
+                ex.barrier();
+                let mut mine = Vec::new();
+                if rank >= 2 {
+                    let q = api.put(ctx, 0, 0, sm, size, (rank * size) as u64, dm, 0, 0);
+                    let mut done = 1;
+                    assert_eq!(api.test(r.coll, q, &mut done), OK);
+                    assert_eq!(done, 0, "nothing completes before rmaProgress drives the NIC");
+                    assert_eq!(api.progress(ctx), OK); // the WRITE leaves: packets in rank 0's inbox
+                    mine.push(q);
+                }
+                ex.barrier();
+                if rank == 1 {
+                    let mut q = NULL;
+                    assert_eq!(
+                        api.iput_signal(ctx, 0, 0, NULL, 0, 0, NULL, 0, 0, gm, 1, NCCL_NET_SIGNAL_OP_INC, 0, &mut q),
+                        OK
+                    );
+                    assert_eq!(api.progress(ctx), OK); // the atomic leaves, behind the puts
+                    mine.push(q);
+                }
+                ex.barrier();
+                if rank == 0 {
+                    assert_eq!(sig.atomic_u64(0).load(Ordering::Acquire), 0, "rank 0's NIC has not run yet");
+                    // One step of rank 0's NIC: the puts from ranks 2 and 3 were
+                    // received (never acknowledged) before rank 1's signal.
+                    assert_eq!(api.progress(ctx), OK);
+                    assert_eq!(sig.atomic_u64(0).load(Ordering::Acquire), 1, "the signal arrived");
+                    for from in [2usize, 3] {
+                        let mut d = vec![0u8; size];
+                        dst.read(from * size, &mut d);
+                        assert!(
+                            d.iter().enumerate().all(|(i, b)| *b == pattern(from, i)),
+                            "put from {from} visible at the signal"
+                        );
+                    }
+                }
+                ex.barrier();
+                // Everyone drives their NIC until their requests are done
+                // (rank 0 keeps answering).
+                let t = Instant::now();
+                for q in mine {
+                    loop {
+                        let mut done = 0;
+                        assert_eq!(api.test(r.coll, q, &mut done), OK);
+                        if done == 1 {
+                            break;
+                        }
+                        assert_eq!(api.progress(ctx), OK);
+                        assert!(t.elapsed() < Duration::from_secs(20), "rank {rank}: request never completed");
+                    }
+                }
+                ex.barrier();
+                for m in [sm, dm, gm] {
+                    assert_eq!(api.dereg(r.coll, m), OK);
+                }
+                assert_eq!(api.destroy(ctx), OK);
+                ex.barrier();
+                close(api, r);
+            });
+        }
+    });
+}
