@@ -19,7 +19,7 @@
 //! LD_LIBRARY_PATH names the install directory, with plain dlopen.
 //!
 //! The library is installed with scripts/install-rma-plugin.sh --from the
-//! cdylib `cargo build --lib` made.
+//! cdylib cargo built with this test (rccl_host::cdylib_path).
 
 #[path = "support/rccl_host.rs"]
 mod rccl_host;
@@ -144,10 +144,11 @@ fn install() -> &'static Install {
     I.get_or_init(|| {
         setup_env();
         let so = cdylib_path();
-        // Next to the cdylib, replaced on every run.
-        let base = so.parent().unwrap().join("rma-loader-test");
+        // In target/<profile>/, replaced on every run.
+        let exe = std::env::current_exe().unwrap();
+        let base = exe.parent().unwrap().parent().unwrap().join("rma-loader-test");
         let dir = base.join("plugins");
-        assert!(so.is_file(), "{} missing: run `cargo build --lib` first", so.display());
+        assert!(so.is_file(), "{} missing: cargo test or cargo build --lib makes it", so.display());
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/install-rma-plugin.sh");
         let st = std::process::Command::new("bash").arg(&script).arg("--from").arg(&so).arg(&dir).output().unwrap();
         assert!(st.status.success(), "install-rma-plugin.sh: {}", String::from_utf8_lossy(&st.stderr));

@@ -9,7 +9,8 @@
 //! The tests that need the plugin's test hooks (rccl_rust_gin::rma::testing)
 //! drive the vtable of the linked crate instead, whose objects those hooks see.
 //!
-//! The cdylib must be built: `cargo build --lib` (or `cargo test --all-targets`).
+//! The cdylib is the one cargo test builds next to this test (see
+//! rccl_host::cdylib_path).
 
 #[path = "support/rccl_host.rs"]
 mod rccl_host;
@@ -49,7 +50,7 @@ fn harness() -> &'static Harness {
         // SAFETY: our own cdylib; each symbol is a static of the declared layout.
         unsafe {
             let lib = libloading::Library::new(&path)
-                .unwrap_or_else(|e| panic!("dlopen {} (run `cargo build --lib` first): {e}", path.display()));
+                .unwrap_or_else(|e| panic!("dlopen {} (cargo test or cargo build --lib makes it): {e}", path.display()));
             let v16: &'static NcclRmaV16 = &**lib.get::<*const NcclRmaV16>(b"ncclRmaPlugin_v16").unwrap();
             let v15: &'static NcclRmaV15 = &**lib.get::<*const NcclRmaV15>(b"ncclRmaPlugin_v15").unwrap();
             let v14: &'static NcclRmaV14 = &**lib.get::<*const NcclRmaV14>(b"ncclRmaPlugin_v14").unwrap();

@@ -105,10 +105,18 @@ pub struct Plugin {
     pub log_lock: Mutex<()>,
 }
 
+/// The cdylib built together with this test binary. `cargo test` builds it
+/// next to the test, in target/<profile>/deps/; only `cargo build` copies it
+/// up to target/<profile>/, where it may be stale or missing. So take the one
+/// in deps/ when it is there.
 pub fn cdylib_path() -> PathBuf {
-    // target/<profile>/deps/<test> -> target/<profile>/librccl_rust_gin.so
     let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().join("librccl_rust_gin.so")
+    let deps = exe.parent().unwrap();
+    let fresh = deps.join("librccl_rust_gin.so");
+    if fresh.is_file() {
+        return fresh;
+    }
+    deps.parent().unwrap().join("librccl_rust_gin.so")
 }
 
 pub fn plugin() -> &'static Plugin {
