@@ -49,8 +49,9 @@ fn harness() -> &'static Harness {
         let path = cdylib_path();
         // SAFETY: our own cdylib; each symbol is a static of the declared layout.
         unsafe {
-            let lib = libloading::Library::new(&path)
-                .unwrap_or_else(|e| panic!("dlopen {} (cargo test or cargo build --lib makes it): {e}", path.display()));
+            let lib = libloading::Library::new(&path).unwrap_or_else(|e| {
+                panic!("dlopen {} (cargo test or cargo build --lib makes it): {e}", path.display())
+            });
             let v16: &'static NcclRmaV16 = &**lib.get::<*const NcclRmaV16>(b"ncclRmaPlugin_v16").unwrap();
             let v15: &'static NcclRmaV15 = &**lib.get::<*const NcclRmaV15>(b"ncclRmaPlugin_v15").unwrap();
             let v14: &'static NcclRmaV14 = &**lib.get::<*const NcclRmaV14>(b"ncclRmaPlugin_v14").unwrap();
@@ -937,6 +938,23 @@ fn bad_input_gets_an_error_code_and_a_warn_line() {
     let (res, l) = warns(|| api.close_coll(r.coll));
     expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["closeColl", "already destroyed or closed"], "double closeColl");
     assert_eq!(api.finalize(r.ctx_rma), OK);
+}
+
+/// mlx5 (the default provider) is probed for host-side posting; without an
+/// RDMA NIC init fails with what is missing, and RCCL falls back to its own
+/// RMA backend.
+#[test]
+fn without_an_rdma_nic_the_mlx5_provider_fails_init_with_a_reason() {
+    let config = rccl_rust_gin::config::Config::default();
+    assert_eq!(config.provider, rccl_rust_gin::config::ProviderKind::Mlx5, "mlx5 unless emu is asked for");
+    match rccl_rust_gin::rma::plugin::select_provider(&config) {
+        Err(e) => {
+            assert_eq!(e.code(), NCCL_SYSTEM_ERROR);
+            assert!(e.to_string().contains("RCCL_RUST_GIN_PROVIDER=emu"), "{e}");
+        }
+        // A machine with a ConnectX: host-side posting needs no GPU.
+        Ok(p) => assert_eq!(p.kind(), rccl_rust_gin::config::ProviderKind::Mlx5),
+    }
 }
 
 // --- optFlags: aggregation shares doorbells, changes nothing else ---------------

@@ -15,7 +15,8 @@ use crate::gin::comm::{CollComm, Instance, ListenComm};
 use crate::gin::registry::{Kind, Registry};
 use crate::gin::window::{Source, Window};
 use crate::mlx5::wire::opcode;
-use crate::provider::Provider;
+use crate::provider::mlx5::{MemoryMode, Mlx5Provider};
+use crate::provider::{Nic, NicInfo, Provider};
 use crate::{bad_arg, bad_usage, info_line};
 use std::ffi::{c_int, c_void};
 use std::sync::{Arc, RwLock};
@@ -64,6 +65,39 @@ pub fn flushes_all_puts_on_any_signal(kind: ProviderKind) -> bool {
     }
 }
 
+// --- the provider -----------------------------------------------------------
+
+/// The RMA plugin posts from the host (RCCL's proxy thread), through the
+/// device library's host build. An mlx5 NIC must therefore be opened for
+/// host-side posting: queue memory in host memory and the CPU's mapping of
+/// the doorbell ([`MemoryMode::Host`]). The GIN backend's `open` places them
+/// for the GPU (hipMalloc state, a GPU mapping of the doorbell), which the CPU
+/// cannot use. The emulated NIC's memory serves both.
+struct HostPostingMlx5(Mlx5Provider);
+
+impl Provider for HostPostingMlx5 {
+    fn kind(&self) -> ProviderKind {
+        self.0.kind()
+    }
+    fn devices(&self) -> usize {
+        self.0.devices()
+    }
+    fn info(&self, dev: usize) -> Result<NicInfo> {
+        self.0.info(dev)
+    }
+    fn open(&self, dev: usize) -> Result<Arc<dyn Nic>> {
+        Ok(self.0.open_mode(dev, MemoryMode::Host)?)
+    }
+}
+
+/// The provider RCCL_RUST_GIN_PROVIDER selects, opened for host-side posting.
+pub fn select_provider(config: &Config) -> Result<Arc<dyn Provider>> {
+    match config.provider {
+        ProviderKind::Mlx5 => Ok(Arc::new(HostPostingMlx5(Mlx5Provider::probe(config)?))),
+        ProviderKind::Emu => crate::provider::select(config),
+    }
+}
+
 // --- init, devices, properties -----------------------------------------------
 
 /// init(): the RMA plugin is selected by NCCL_RMA_PLUGIN (RCCL loads it only
@@ -74,7 +108,7 @@ pub fn init(ctx: *mut *mut c_void, comm_id: u64) -> Result<()> {
     let ctx = out(ctx, "ctx")?;
     *ctx = std::ptr::null_mut();
     let config = Config::from_env()?;
-    let provider = crate::provider::select(&config)?;
+    let provider = select_provider(&config)?;
     info_line!(INIT, "RMA plugin: provider {:?}, {} device(s)", provider.kind(), provider.devices());
     *PROVIDER.write().unwrap_or_else(|e| e.into_inner()) = Some(provider.clone());
     *ctx = INSTANCES.insert(Arc::new(Instance::new(config, provider, comm_id)));
