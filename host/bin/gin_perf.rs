@@ -7,7 +7,7 @@
 use clap::{Parser, ValueEnum};
 use rccl_rust_gin::config::{Config, ProviderKind};
 use rccl_rust_gin::gin::context::Settings;
-use rccl_rust_gin::perf::{self, datapath, direct::Direct, report, Op, Params, Path};
+use rccl_rust_gin::perf::{self, datapath, direct::Direct, report, Op, Params};
 use std::process::ExitCode;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -140,6 +140,10 @@ fn run(args: Args) -> Result<(), String> {
         ProviderArg::Mlx5 => ProviderKind::Mlx5,
     };
     let emulated = config.provider == ProviderKind::Emu;
+    // The RMA plugin (the proxy path) reads its provider from the
+    // environment, as it does under RCCL.
+    // SAFETY: no other thread of this process exists yet.
+    unsafe { std::env::set_var("RCCL_RUST_GIN_PROVIDER", if emulated { "emu" } else { "mlx5" }) };
     if emulated {
         eprintln!("gin-perf: running on the EMULATED NIC (RCCL_RUST_GIN_PROVIDER=emu); figures are emulated, not hardware");
     }
