@@ -26,8 +26,11 @@ pub fn guard(call: &'static str, f: impl FnOnce() -> Result<()>) -> NcclResult {
     }
 }
 
-/// A non-null out-pointer, or an error naming the argument.
-pub fn out<'a, T>(p: *mut T, name: &str) -> Result<&'a mut T> {
-    // SAFETY: RCCL passes out-pointers to valid storage; NULL is refused.
+/// A non-null out-pointer, or an error naming the argument. Crate-private:
+/// only the exported C functions call it, with the out-parameters RCCL
+/// passes them.
+pub(crate) fn out<'a, T>(p: *mut T, name: &str) -> Result<&'a mut T> {
+    // SAFETY: callers pass RCCL's out-parameters, which point to valid,
+    // writable storage (or are NULL, which is refused).
     unsafe { p.as_mut() }.ok_or_else(|| Error::InvalidArgument(format!("{name} is NULL")))
 }

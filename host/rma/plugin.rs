@@ -104,7 +104,7 @@ pub fn select_provider(config: &Config) -> Result<Arc<dyn Provider>> {
 /// when asked), so unlike the GIN backend it does not look at NCCL_GIN_TYPE.
 /// RCCL calls it twice per communicator (rma.cc, then the GIN proxy's init);
 /// each call makes its own plugin context.
-pub fn init(ctx: *mut *mut c_void, comm_id: u64) -> Result<()> {
+pub(crate) fn init(ctx: *mut *mut c_void, comm_id: u64) -> Result<()> {
     let ctx = out(ctx, "ctx")?;
     *ctx = std::ptr::null_mut();
     let config = Config::from_env()?;
@@ -115,13 +115,13 @@ pub fn init(ctx: *mut *mut c_void, comm_id: u64) -> Result<()> {
     Ok(())
 }
 
-pub fn devices(ndev: *mut c_int) -> Result<()> {
+pub(crate) fn devices(ndev: *mut c_int) -> Result<()> {
     let ndev = out(ndev, "ndev")?;
     *ndev = provider()?.devices() as c_int;
     Ok(())
 }
 
-pub fn get_properties(dev: c_int, props: *mut NcclNetProperties) -> Result<()> {
+pub(crate) fn get_properties(dev: c_int, props: *mut NcclNetProperties) -> Result<()> {
     let props = out(props, "props")?;
     crate::gin::vtable::fill_properties_of(
         &*provider()?,
@@ -133,7 +133,7 @@ pub fn get_properties(dev: c_int, props: *mut NcclNetProperties) -> Result<()> {
     )
 }
 
-pub fn get_rma_properties(coll_comm: *mut c_void, props: *mut NcclRmaProperties) -> Result<()> {
+pub(crate) fn get_rma_properties(coll_comm: *mut c_void, props: *mut NcclRmaProperties) -> Result<()> {
     let props = out(props, "rmaProps")?;
     let coll = COLLS.get(coll_comm, "collComm")?;
     *props = NcclRmaProperties { flushes_all_puts_on_any_signal: flushes_all_puts_on_any_signal(coll.nic.kind()) };
@@ -142,7 +142,7 @@ pub fn get_rma_properties(coll_comm: *mut c_void, props: *mut NcclRmaProperties)
 
 // --- connection setup --------------------------------------------------------
 
-pub fn listen(ctx: *mut c_void, dev: c_int, handle: *mut c_void, listen_comm: *mut *mut c_void) -> Result<()> {
+pub(crate) fn listen(ctx: *mut c_void, dev: c_int, handle: *mut c_void, listen_comm: *mut *mut c_void) -> Result<()> {
     let lc = out(listen_comm, "listenComm")?;
     *lc = std::ptr::null_mut();
     let inst = INSTANCES.get(ctx, "ctx")?;
@@ -152,7 +152,7 @@ pub fn listen(ctx: *mut c_void, dev: c_int, handle: *mut c_void, listen_comm: *m
     Ok(())
 }
 
-pub fn connect(
+pub(crate) fn connect(
     ctx: *mut c_void,
     handles: *mut *mut c_void,
     nranks: c_int,
@@ -173,7 +173,7 @@ pub fn connect(
 // --- contexts and registrations ----------------------------------------------
 
 /// createContext (v14 and later; v13 passes queueDepth too).
-pub fn create_context(coll_comm: *mut c_void, cfg: RawConfig, rma_ctx: *mut *mut c_void) -> Result<Arc<RmaContext>> {
+pub(crate) fn create_context(coll_comm: *mut c_void, cfg: RawConfig, rma_ctx: *mut *mut c_void) -> Result<Arc<RmaContext>> {
     let rc = out(rma_ctx, "rmaCtx")?;
     *rc = std::ptr::null_mut();
     let coll = COLLS.get(coll_comm, "collComm")?;
@@ -215,7 +215,7 @@ pub struct RawConfig {
 }
 
 impl RawConfig {
-    pub fn from_v14(c: *mut NcclRmaConfig) -> Result<RawConfig> {
+    pub(crate) fn from_v14(c: *mut NcclRmaConfig) -> Result<RawConfig> {
         // SAFETY: RCCL passes a valid config or NULL.
         let c = unsafe { c.as_ref() }.ok_or_else(|| bad_arg!("config is NULL"))?;
         Ok(RawConfig {
@@ -229,7 +229,7 @@ impl RawConfig {
     /// v13: RCCL's wrapper fills only nContexts and trafficClass; the rest is
     /// zero. nSignals and nCounters mean nothing to an RMA plugin (RCCL's
     /// proxy keeps signals and counters itself) but must not be negative.
-    pub fn from_v13(c: *mut NcclGinConfigV13) -> Result<RawConfig> {
+    pub(crate) fn from_v13(c: *mut NcclGinConfigV13) -> Result<RawConfig> {
         // SAFETY: as above.
         let c = unsafe { c.as_ref() }.ok_or_else(|| bad_arg!("config is NULL"))?;
         if c.n_signals < 0 || c.n_counters < 0 {
@@ -248,7 +248,7 @@ impl RawConfig {
     }
 }
 
-pub fn reg_mr_sym(
+pub(crate) fn reg_mr_sym(
     coll_comm: *mut c_void,
     data: *mut c_void,
     size: usize,
@@ -268,7 +268,7 @@ pub fn reg_mr_sym(
 }
 
 #[allow(clippy::too_many_arguments)]
-pub fn reg_mr_sym_dma_buf(
+pub(crate) fn reg_mr_sym_dma_buf(
     coll_comm: *mut c_void,
     data: *mut c_void,
     size: usize,
@@ -295,7 +295,7 @@ pub fn reg_mr_sym_dma_buf(
     Ok(())
 }
 
-pub fn dereg_mr_sym(coll_comm: *mut c_void, mhandle: *mut c_void) -> Result<()> {
+pub(crate) fn dereg_mr_sym(coll_comm: *mut c_void, mhandle: *mut c_void) -> Result<()> {
     let coll = COLLS.get(coll_comm, "collComm")?;
     let m = MEMS.get(mhandle, "mhandle")?;
     if !Arc::ptr_eq(&m.window.coll, &coll) {
@@ -305,14 +305,14 @@ pub fn dereg_mr_sym(coll_comm: *mut c_void, mhandle: *mut c_void) -> Result<()> 
     MEMS.remove(mhandle, "mhandle").map(drop)
 }
 
-pub fn destroy_context(rma_ctx: *mut c_void) -> Result<()> {
+pub(crate) fn destroy_context(rma_ctx: *mut c_void) -> Result<()> {
     let ctx = CONTEXTS.remove(rma_ctx, "rmaCtx")?;
     // Requests still outstanding die with their context.
     drop(REQUESTS.take_where(|r| Arc::ptr_eq(&r.ctx, &ctx)));
     Ok(())
 }
 
-pub fn close_coll(coll_comm: *mut c_void) -> Result<()> {
+pub(crate) fn close_coll(coll_comm: *mut c_void) -> Result<()> {
     let coll = COLLS.remove(coll_comm, "collComm")?;
     // RCCL destroys contexts and deregisters first; if it did not, do it now
     // rather than leak them.
@@ -330,11 +330,11 @@ pub fn close_coll(coll_comm: *mut c_void) -> Result<()> {
     Ok(())
 }
 
-pub fn close_listen(listen_comm: *mut c_void) -> Result<()> {
+pub(crate) fn close_listen(listen_comm: *mut c_void) -> Result<()> {
     LISTENS.remove(listen_comm, "listenComm").map(drop)
 }
 
-pub fn finalize(ctx: *mut c_void) -> Result<()> {
+pub(crate) fn finalize(ctx: *mut c_void) -> Result<()> {
     INSTANCES.remove(ctx, "ctx")?.finalize();
     Ok(())
 }
@@ -398,7 +398,7 @@ fn publish(
 
 /// iput: an RDMA WRITE from this rank's registration to `rank`'s.
 #[allow(clippy::too_many_arguments)]
-pub fn iput(
+pub(crate) fn iput(
     rma_ctx: *mut c_void,
     context: c_int,
     src_off: u64,
@@ -435,7 +435,7 @@ pub fn iput(
 /// `rank`'s signal, on the same queue pair: the peer's NIC executes them in
 /// order, so the signal lands after the data. Every signal is strong.
 #[allow(clippy::too_many_arguments)]
-pub fn iput_signal(
+pub(crate) fn iput_signal(
     rma_ctx: *mut c_void,
     context: c_int,
     src_off: u64,
@@ -492,7 +492,7 @@ pub fn iput_signal(
 
 /// iget: an RDMA READ from `rank`'s registration into this rank's.
 #[allow(clippy::too_many_arguments)]
-pub fn iget(
+pub(crate) fn iget(
     rma_ctx: *mut c_void,
     context: c_int,
     remote_off: u64,
@@ -528,7 +528,7 @@ pub fn iget(
 /// and completes after them, so once test() reports it done every earlier
 /// get's data is in local memory. `mhandle` (RCCL passes its signal
 /// registration) is checked when given, not needed.
-pub fn iflush(
+pub(crate) fn iflush(
     rma_ctx: *mut c_void,
     context: c_int,
     mhandle: *mut c_void,
@@ -547,7 +547,7 @@ pub fn iflush(
 }
 
 /// test: polls the request's queue; done frees the request.
-pub fn test(coll_comm: *mut c_void, request: *mut c_void, done: *mut c_int) -> Result<()> {
+pub(crate) fn test(coll_comm: *mut c_void, request: *mut c_void, done: *mut c_int) -> Result<()> {
     let done = out(done, "done")?;
     *done = 0;
     let coll = COLLS.get(coll_comm, "collComm")?;
@@ -570,12 +570,12 @@ pub fn test(coll_comm: *mut c_void, request: *mut c_void, done: *mut c_int) -> R
     }
 }
 
-pub fn rma_progress(rma_ctx: *mut c_void) -> Result<()> {
+pub(crate) fn rma_progress(rma_ctx: *mut c_void) -> Result<()> {
     live_context(rma_ctx)?.progress();
     Ok(())
 }
 
-pub fn query_last_error(rma_ctx: *mut c_void, has_error: *mut bool) -> Result<()> {
+pub(crate) fn query_last_error(rma_ctx: *mut c_void, has_error: *mut bool) -> Result<()> {
     let he = out(has_error, "hasError")?;
     *he = false;
     let ctx = CONTEXTS.get(rma_ctx, "rmaCtx")?;

@@ -9,7 +9,7 @@ use rccl_rust_gin::ffi::gin::{NcclGinConfig, NcclGinProperties, NcclGinV14};
 use rccl_rust_gin::ffi::nccl::*;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::path::PathBuf;
-use std::sync::{Arc, Barrier, Mutex, Once};
+use std::sync::{Arc, Condvar, Mutex, Once};
 
 /// The environment every harness test runs under (set once, before threads).
 pub fn setup_env() {
@@ -242,13 +242,13 @@ pub fn default_config() -> NcclGinConfig {
 
 /// Threads standing in for ranks exchange handles as RCCL's allgather would.
 pub struct Exchange {
-    barrier: Barrier,
+    barrier: TimedBarrier,
     handles: Mutex<Vec<[u8; NCCL_NET_HANDLE_MAXSIZE]>>,
 }
 
 impl Exchange {
     pub fn new(n: usize) -> Arc<Exchange> {
-        Arc::new(Exchange { barrier: Barrier::new(n), handles: Mutex::new(vec![[0u8; NCCL_NET_HANDLE_MAXSIZE]; n]) })
+        Arc::new(Exchange { barrier: TimedBarrier::new(n), handles: Mutex::new(vec![[0u8; NCCL_NET_HANDLE_MAXSIZE]; n]) })
     }
     pub fn allgather(&self, rank: usize, h: [u8; NCCL_NET_HANDLE_MAXSIZE]) -> Vec<[u8; NCCL_NET_HANDLE_MAXSIZE]> {
         self.handles.lock().unwrap()[rank] = h;
@@ -259,5 +259,37 @@ impl Exchange {
     }
     pub fn barrier(&self) {
         self.barrier.wait();
+    }
+}
+
+/// A barrier that gives up after a minute: a rank that failed must not leave
+/// the others waiting forever (the test then fails instead of hanging).
+pub struct TimedBarrier {
+    n: usize,
+    state: Mutex<(usize, u64)>,
+    cv: Condvar,
+}
+
+impl TimedBarrier {
+    pub fn new(n: usize) -> TimedBarrier {
+        TimedBarrier { n, state: Mutex::new((0, 0)), cv: Condvar::new() }
+    }
+
+    pub fn wait(&self) {
+        let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let generation = g.1;
+        g.0 += 1;
+        if g.0 == self.n {
+            g.0 = 0;
+            g.1 += 1;
+            self.cv.notify_all();
+            return;
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while g.1 == generation {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            assert!(!left.is_zero(), "barrier: another rank never arrived (did it fail?)");
+            g = self.cv.wait_timeout(g, left).unwrap_or_else(|e| e.into_inner()).0;
+        }
     }
 }
