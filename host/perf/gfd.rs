@@ -98,3 +98,45 @@ impl Gfd {
         }
     }
 }
+
+/// What a proxy does with one queue slot: if qword 0 says a descriptor is
+/// there, waits (bounded) for all 16 flags, copies the words and clears the
+/// slot for the next round. None when the slot is empty; Err when a torn
+/// descriptor never completed.
+pub fn take(slot: &[std::sync::atomic::AtomicU64; GFD_QWORDS], limit: std::time::Duration) -> Result<Option<[u64; GFD_QWORDS]>, String> {
+    use std::sync::atomic::Ordering;
+    if slot[0].load(Ordering::Acquire) & 1 == 0 {
+        return Ok(None);
+    }
+    let mut words = [0u64; GFD_QWORDS];
+    for (k, w) in words.iter_mut().enumerate() {
+        *w = slot[k].load(Ordering::Acquire);
+        if *w & 1 == 1 {
+            continue;
+        }
+        // Torn so far: wait, and only now read the clock.
+        let t = std::time::Instant::now();
+        loop {
+            *w = slot[k].load(Ordering::Acquire);
+            if *w & 1 == 1 {
+                break;
+            }
+            if t.elapsed() > limit {
+                return Err(format!("a descriptor stayed torn (qword {k} never flagged)"));
+            }
+            std::hint::spin_loop();
+        }
+    }
+    for w in slot.iter() {
+        w.store(0, Ordering::Release);
+    }
+    Ok(Some(words))
+}
+
+/// What a requester does: writes the 16 flagged qwords, qword 0 last.
+pub fn put(slot: &[std::sync::atomic::AtomicU64; GFD_QWORDS], g: &Gfd) {
+    let words = g.encode();
+    for k in (0..GFD_QWORDS).rev() {
+        slot[k].store(words[k], std::sync::atomic::Ordering::Release);
+    }
+}

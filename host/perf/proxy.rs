@@ -104,12 +104,7 @@ impl Proxy {
             }
             std::thread::yield_now();
         }
-        let slot = &q.slots[idx as usize % QUEUE_SIZE];
-        let words = g.encode();
-        // Qword 0 last: the proxy waits for all 16 flags anyway.
-        for k in (0..GFD_QWORDS).rev() {
-            slot[k].store(words[k], Ordering::Release);
-        }
+        super::gfd::put(&q.slots[idx as usize % QUEUE_SIZE], g);
         Ok(())
     }
 
@@ -184,26 +179,11 @@ fn proxy_loop(r: Arc<ProxyRank>) {
             let q = &r.queues[peer];
             for p in 0..POLL_BATCH {
                 let slot = &q.slots[sis[peer] as usize % QUEUE_SIZE];
-                if slot[0].load(Ordering::Acquire) & 1 == 0 {
-                    break;
-                }
-                let mut words = [0u64; GFD_QWORDS];
-                for (k, w) in words.iter_mut().enumerate() {
-                    let t = Instant::now();
-                    loop {
-                        *w = slot[k].load(Ordering::Acquire);
-                        if *w & 1 == 1 {
-                            break;
-                        }
-                        if t.elapsed() > WAIT_LIMIT {
-                            return fail("proxy model: a torn descriptor never completed".into());
-                        }
-                        std::hint::spin_loop();
-                    }
-                }
-                for w in slot.iter() {
-                    w.store(0, Ordering::Release);
-                }
+                let words = match super::gfd::take(slot, WAIT_LIMIT) {
+                    Ok(Some(w)) => w,
+                    Ok(None) => break,
+                    Err(e) => return fail(format!("proxy model: {e}")),
+                };
                 let g = Gfd::decode(&words);
                 let next = &q.slots[(sis[peer] as usize + 1) % QUEUE_SIZE];
                 let aggregate = next[0].load(Ordering::Acquire) & 1 == 1 && p != POLL_BATCH - 1;
