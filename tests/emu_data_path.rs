@@ -130,6 +130,7 @@ fn fenced_wqe_waits_for_earlier_reads() {
     a.buf.read(2048, &mut got);
     assert_eq!(got, [9u8; 64], "the fenced WRITE saw the READ's data");
     assert_eq!(a.nic.take_trace().len(), 2);
+    assert_eq!(a.nic.counters().wqebbs_read, 2, "a fenced WQE read again while it waits is counted once");
 }
 
 fn expect_error(link: &Link, want: u8, what: &str) {

@@ -69,9 +69,9 @@ struct Args {
     /// Where to write the SVG chart of latency and bandwidth against size.
     #[arg(long, default_value = "target/gin-perf.svg")]
     chart: std::path::PathBuf,
-    /// Also print the data-path figures (WQEBBs per put, doorbells per batch, ...).
-    #[arg(long, default_value_t = true)]
-    datapath: bool,
+    /// Skip the data-path figures (WQEBBs per put, doorbells per batch, ...).
+    #[arg(long)]
+    no_datapath: bool,
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {
@@ -179,7 +179,7 @@ fn run(args: Args) -> Result<(), String> {
         samples.extend(perf::measure(&*p, &params, progress).map_err(|e| e.to_string())?);
     }
     print!("{}", report::render(&samples, format, emulated));
-    if args.datapath && emulated && format == report::Format::Table {
+    if !args.no_datapath && emulated && format == report::Format::Table {
         let f = datapath::run(200).map_err(|e| e.to_string())?;
         println!("\n{}", report::title(true, "data-path figures (mlx5 producer, batches of 64 requests)"));
         println!("  WQEBBs per put              {:.2}   (goal 1)", f.wqebbs_per_put);

@@ -704,7 +704,8 @@ impl Inner {
                 return progress; // the rest of this WQE is not published yet
             }
             let bytes = if nbb == 1 { first } else { self.read_wqebbs(qp, qp.ci, nbb) };
-            self.counters.wqebbs_read.fetch_add(nbb, Ordering::Relaxed);
+            // Counted once consumed: a fenced WQE is re-read until it may start.
+            let count = |n: u64| self.counters.wqebbs_read.fetch_add(n, Ordering::Relaxed);
             let index = qp.ci as u16;
             let state = qp.state;
             let decoded = wqe::decode(&bytes, index, qpn);
@@ -716,6 +717,7 @@ impl Inner {
                 };
                 push_done(qp, index, true, op, Status::Err(syndrome::WR_FLUSH_ERR));
                 qp.ci += skip;
+                count(skip);
                 progress = true;
                 continue;
             }
@@ -725,6 +727,7 @@ impl Inner {
                     tracing::debug!(qpn, index, reason = %e.reason, "emulated NIC: bad WQE");
                     push_done(qp, index, true, e.opcode, Status::Err(e.syndrome));
                     qp.ci += e.wqebbs as u64;
+                    count(e.wqebbs as u64);
                     self.enter_error(qp);
                     progress = true;
                     continue;
@@ -739,6 +742,7 @@ impl Inner {
                 _ => {}
             }
             qp.ci += w.wqebbs as u64;
+            count(w.wqebbs as u64);
             progress = true;
             let signaled = wqe::wants_cqe(&w.ctrl);
             self.execute(st, qpn, index, signaled, w.ctrl.opcode, w.op);
