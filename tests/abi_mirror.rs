@@ -1,0 +1,94 @@
+//! The C ABI mirrors against the facts of RCCL's headers at the pinned
+//! revision (shared/reference/rccl-gin.md sections 1, 5 and 6; offsets
+//! computed from the header definitions on x86-64). The structs also carry
+//! compile-time assertions; this test states the facts with their sources in
+//! one place and checks the Rust types against them.
+
+use rccl_rust_gin::ffi::gin::{NcclGinConfig, NcclGinProperties, NcclGinV14};
+use rccl_rust_gin::ffi::nccl::*;
+use rccl_rust_gin::ffi::rma::{NcclRmaConfig, NcclRmaProperties, NcclRmaV13, NcclRmaV14, NcclRmaV15, NcclRmaV16};
+use std::mem::{offset_of, size_of};
+
+#[test]
+fn result_codes_logger_levels_and_constants() {
+    // nccl.h.in (pinned): ncclSuccess .. ncclTimeout.
+    let codes = [NCCL_SUCCESS, NCCL_UNHANDLED_CUDA_ERROR, NCCL_SYSTEM_ERROR, NCCL_INTERNAL_ERROR, NCCL_INVALID_ARGUMENT, NCCL_INVALID_USAGE, NCCL_REMOTE_ERROR, NCCL_IN_PROGRESS, NCCL_TIMEOUT];
+    assert_eq!(codes, [0, 1, 2, 3, 4, 5, 6, 7, 8]);
+    // RCCL's ncclDebugLogLevel inserts ERROR = 1 (unlike upstream NCCL).
+    assert_eq!((level::ERROR, level::VERSION, level::WARN, level::INFO, level::ABORT, level::TRACE), (1, 2, 3, 4, 5, 6));
+    // nccl_net.h (pinned).
+    assert_eq!(NCCL_NET_HANDLE_MAXSIZE, 128);
+    assert_eq!((NCCL_PTR_HOST, NCCL_PTR_CUDA, NCCL_PTR_DMABUF), (1, 2, 4));
+    assert_eq!((NCCL_NET_SIGNAL_OP_INC, NCCL_NET_SIGNAL_OP_ADD), (1, 2));
+    // net_device.h (pinned) and contracts.md: GIN_PROXY = 2, rust-gin = 8.
+    assert_eq!((NCCL_NET_DEVICE_GIN_PROXY, NCCL_NET_DEVICE_GIN_RUST), (2, 8));
+}
+
+#[test]
+fn net_properties_v12_and_device_handle_v11() {
+    assert_eq!(size_of::<NcclNetProperties>(), 128);
+    let o = [
+        offset_of!(NcclNetProperties, name),
+        offset_of!(NcclNetProperties, pci_path),
+        offset_of!(NcclNetProperties, guid),
+        offset_of!(NcclNetProperties, ptr_support),
+        offset_of!(NcclNetProperties, reg_is_global),
+        offset_of!(NcclNetProperties, force_flush),
+        offset_of!(NcclNetProperties, speed),
+        offset_of!(NcclNetProperties, port),
+        offset_of!(NcclNetProperties, latency),
+        offset_of!(NcclNetProperties, max_comms),
+        offset_of!(NcclNetProperties, max_recvs),
+        offset_of!(NcclNetProperties, net_device_type),
+        offset_of!(NcclNetProperties, net_device_version),
+        offset_of!(NcclNetProperties, v_props),
+        offset_of!(NcclNetProperties, max_p2p_bytes),
+        offset_of!(NcclNetProperties, max_coll_bytes),
+        offset_of!(NcclNetProperties, max_multi_request_size),
+        offset_of!(NcclNetProperties, rail_id),
+        offset_of!(NcclNetProperties, plane_id),
+    ];
+    assert_eq!(o, [0, 8, 16, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60, 64, 104, 112, 120, 124, 126]);
+    assert_eq!(size_of::<NcclNetDeviceHandle>(), 32);
+    assert_eq!(
+        [offset_of!(NcclNetDeviceHandle, net_device_type), offset_of!(NcclNetDeviceHandle, net_device_version), offset_of!(NcclNetDeviceHandle, handle), offset_of!(NcclNetDeviceHandle, size), offset_of!(NcclNetDeviceHandle, needs_proxy_progress)],
+        [0, 4, 8, 16, 24]
+    );
+}
+
+#[test]
+fn gin_v14() {
+    assert_eq!(size_of::<NcclGinProperties>(), 2);
+    assert_eq!(size_of::<NcclGinConfig>(), 28);
+    assert_eq!(
+        [offset_of!(NcclGinConfig, n_signals), offset_of!(NcclGinConfig, n_counters), offset_of!(NcclGinConfig, n_contexts), offset_of!(NcclGinConfig, queue_depth), offset_of!(NcclGinConfig, traffic_class), offset_of!(NcclGinConfig, backend_version), offset_of!(NcclGinConfig, rank_stride)],
+        [0, 4, 8, 12, 16, 20, 24]
+    );
+    // name, init, devices, getGinProperties, getProperties, listen, connect,
+    // createContext, regMrSym, regMrSymDmaBuf, deregMrSym, destroyContext,
+    // closeColl, closeListen, ginProgress, queryLastError, finalize.
+    assert_eq!(size_of::<NcclGinV14>(), 17 * 8);
+    assert_eq!(
+        [offset_of!(NcclGinV14, name), offset_of!(NcclGinV14, init), offset_of!(NcclGinV14, devices), offset_of!(NcclGinV14, get_gin_properties), offset_of!(NcclGinV14, get_properties), offset_of!(NcclGinV14, listen), offset_of!(NcclGinV14, connect), offset_of!(NcclGinV14, create_context), offset_of!(NcclGinV14, reg_mr_sym), offset_of!(NcclGinV14, reg_mr_sym_dma_buf), offset_of!(NcclGinV14, dereg_mr_sym), offset_of!(NcclGinV14, destroy_context), offset_of!(NcclGinV14, close_coll), offset_of!(NcclGinV14, close_listen), offset_of!(NcclGinV14, gin_progress), offset_of!(NcclGinV14, query_last_error), offset_of!(NcclGinV14, finalize)],
+        [0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120, 128]
+    );
+    // The exported symbol has every slot filled.
+    let v = &rccl_rust_gin::gin::vtable::ncclGinRustPlugin_v14;
+    assert!(v.init.is_some() && v.devices.is_some() && v.get_gin_properties.is_some() && v.get_properties.is_some());
+    assert!(v.listen.is_some() && v.connect.is_some() && v.create_context.is_some() && v.reg_mr_sym.is_some());
+    assert!(v.reg_mr_sym_dma_buf.is_some() && v.dereg_mr_sym.is_some() && v.destroy_context.is_some());
+    assert!(v.close_coll.is_some() && v.close_listen.is_some() && v.gin_progress.is_some());
+    assert!(v.query_last_error.is_some() && v.finalize.is_some() && !v.name.is_null());
+}
+
+#[test]
+fn rma_v13_to_v16() {
+    // rma_v13.h..v15.h: 21 slots, 168 bytes; v16 inserts getRmaProperties at 24.
+    assert_eq!((size_of::<NcclRmaV13>(), size_of::<NcclRmaV14>(), size_of::<NcclRmaV15>()), (168, 168, 168));
+    assert_eq!(size_of::<NcclRmaV16>(), 176);
+    assert_eq!(offset_of!(NcclRmaV16, get_rma_properties), 24);
+    assert_eq!((offset_of!(NcclRmaV15, iput), offset_of!(NcclRmaV16, iput)), (104, 112));
+    assert_eq!((offset_of!(NcclRmaV15, finalize), offset_of!(NcclRmaV16, finalize)), (160, 168));
+    assert_eq!(size_of::<NcclRmaConfig>(), 12);
+    assert_eq!(size_of::<NcclRmaProperties>(), 1);
+}
