@@ -101,7 +101,7 @@ where
 impl Config {
     /// Reads the environment.
     pub fn from_env() -> Result<Config> {
-        Config::from_lookup(|k| var(k))
+        Config::from_lookup(var)
     }
 
     /// Reads knobs through `get` (tests pass a map instead of the environment).

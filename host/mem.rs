@@ -62,13 +62,13 @@ impl DmaBuf {
 
     /// The 64-bit word at `off` as an atomic (off must be 8-aligned).
     pub fn atomic_u64(&self, off: usize) -> &std::sync::atomic::AtomicU64 {
-        assert!(off % 8 == 0 && off + 8 <= self.len(), "DmaBuf atomic_u64 misaligned or out of bounds");
+        assert!(off.is_multiple_of(8) && off + 8 <= self.len(), "DmaBuf atomic_u64 misaligned or out of bounds");
         // SAFETY: aligned and in bounds; lives as long as self.
         unsafe { std::sync::atomic::AtomicU64::from_ptr(self.as_ptr().add(off) as *mut u64) }
     }
 
     pub fn atomic_u32(&self, off: usize) -> &std::sync::atomic::AtomicU32 {
-        assert!(off % 4 == 0 && off + 4 <= self.len(), "DmaBuf atomic_u32 misaligned or out of bounds");
+        assert!(off.is_multiple_of(4) && off + 4 <= self.len(), "DmaBuf atomic_u32 misaligned or out of bounds");
         // SAFETY: aligned and in bounds; lives as long as self.
         unsafe { std::sync::atomic::AtomicU32::from_ptr(self.as_ptr().add(off) as *mut u32) }
     }

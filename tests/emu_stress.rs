@@ -41,7 +41,7 @@ fn eight_producers_one_queue_every_put_exactly_once_in_order() {
                         .map(|j| {
                             let id = t * PER_THREAD + k + j;
                             let slot = b.addr(8 * id);
-                            if id % 2 == 0 {
+                            if id.is_multiple_of(2) {
                                 write_inline(id + 1, 8, slot, b.mr.rkey)
                             } else {
                                 fetch_add(a.addr(8 * t), a.mr.lkey, slot, b.mr.rkey, 1)

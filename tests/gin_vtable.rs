@@ -184,7 +184,7 @@ fn bad_input_gets_an_error_and_a_warn_line_never_a_crash() {
         // Device side: ids, peers, offsets, windows never registered or
         // deregistered; each returns INVALID and is recorded, none crashes.
         let w = register(p, rank.coll, 4096);
-        let not_a_window = vec![0u64; 8];
+        let not_a_window = [0u64; 8];
         let cases: Vec<(&str, Box<dyn Fn() -> i32>)> = vec![
             ("peer 5", Box::new(|| dev::rust_gin_put(h, 0, 5, w.gh, 0, w.gh, 0, 8, NO_SIGNAL, 0, 0, 0))),
             ("context 9", Box::new(|| dev::rust_gin_put(h, 9, 0, w.gh, 0, w.gh, 0, 8, NO_SIGNAL, 0, 0, 0))),

@@ -491,7 +491,7 @@ fn function_decls(text: &str) -> BTreeMap<String, Decl> {
         }
         let Some(open) = st.find('(') else { continue };
         let head = &st[..open];
-        let Some(name) = head.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|t| !t.is_empty()).last()
+        let Some(name) = head.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|t| !t.is_empty()).next_back()
         else {
             continue;
         };

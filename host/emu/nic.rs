@@ -342,7 +342,7 @@ impl EmuNic {
     /// `spec.buf` (2^log_cnt * 64 bytes) and `spec.dbrec` (8 bytes) must stay
     /// valid until [`EmuNic::destroy_cq`].
     pub unsafe fn create_cq(&self, spec: CqSpec) -> Result<u32, NicError> {
-        if spec.log_cnt > 22 || spec.buf == 0 || spec.dbrec == 0 || spec.buf % 64 != 0 || spec.dbrec % 4 != 0 {
+        if spec.log_cnt > 22 || spec.buf == 0 || spec.dbrec == 0 || !spec.buf.is_multiple_of(64) || !spec.dbrec.is_multiple_of(4) {
             return Err(NicError::BadArgument(format!("create_cq: bad buffers or size {spec:?}")));
         }
         for i in 0..(1usize << spec.log_cnt) {
@@ -375,7 +375,7 @@ impl EmuNic {
     /// valid until [`EmuNic::destroy_qp`]; the UAR page must come from
     /// [`EmuNic::alloc_uar`].
     pub unsafe fn create_qp(&self, spec: QpSpec) -> Result<u32, NicError> {
-        if spec.log_wqe_cnt > 15 || spec.sq_buf == 0 || spec.sq_buf % 64 != 0 || spec.dbrec % 4 != 0 {
+        if spec.log_wqe_cnt > 15 || spec.sq_buf == 0 || !spec.sq_buf.is_multiple_of(64) || !spec.dbrec.is_multiple_of(4) {
             return Err(NicError::BadArgument(format!("create_qp: bad send queue {spec:?}")));
         }
         let mut st = lock(&self.0.inner.state);

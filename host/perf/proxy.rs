@@ -221,7 +221,7 @@ fn proxy_loop(r: Arc<ProxyRank>) {
             let _ = (v.rma_progress.unwrap())(r.rma_ctx);
         }
         rounds += 1;
-        if rounds % 16 == 0 {
+        if rounds.is_multiple_of(16) {
             r.proxy_cpu.store(thread_cpu_ns(), Ordering::Relaxed);
         }
         std::thread::yield_now();
