@@ -9,7 +9,7 @@
 //! is 176 bytes. Offsets below are the ones computed from the C headers on
 //! x86-64 (LP64).
 
-use super::nccl::{NcclLogger, NcclNetDeviceHandle, NcclNetProperties, NcclResult};
+use super::nccl::{NcclNetDeviceHandle, NcclResult};
 use std::ffi::{c_char, c_int, c_void};
 
 /// ncclRmaOptFlags (rma_v15.h): hints on iput, iputSignal and iget.
@@ -58,26 +58,9 @@ pub struct NcclRmaProperties {
 
 // --- callback types shared by every version --------------------------------
 
-pub type InitFn = unsafe extern "C" fn(ctx: *mut *mut c_void, comm_id: u64, logger: NcclLogger) -> NcclResult;
-pub type DevicesFn = unsafe extern "C" fn(ndev: *mut c_int) -> NcclResult;
+// The setup callbacks are the GIN plugin's, slot for slot.
+pub use super::gin::{ConnectFn, DeregMrSymFn, DevicesFn, GetPropertiesFn, InitFn, ListenFn, PtrFn, QueryLastErrorFn};
 pub type GetRmaPropertiesFn = unsafe extern "C" fn(coll_comm: *mut c_void, props: *mut NcclRmaProperties) -> NcclResult;
-pub type GetPropertiesFn = unsafe extern "C" fn(dev: c_int, props: *mut NcclNetProperties) -> NcclResult;
-pub type ListenFn = unsafe extern "C" fn(
-    ctx: *mut c_void,
-    dev: c_int,
-    handle: *mut c_void,
-    listen_comm: *mut *mut c_void,
-) -> NcclResult;
-pub type ConnectFn = unsafe extern "C" fn(
-    ctx: *mut c_void,
-    handles: *mut *mut c_void,
-    nranks: c_int,
-    rank: c_int,
-    listen_comm: *mut c_void,
-    coll_comm: *mut *mut c_void,
-) -> NcclResult;
-pub type DeregMrSymFn = unsafe extern "C" fn(coll_comm: *mut c_void, mhandle: *mut c_void) -> NcclResult;
-pub type PtrFn = unsafe extern "C" fn(p: *mut c_void) -> NcclResult;
 pub type IflushFn = unsafe extern "C" fn(
     rma_ctx: *mut c_void,
     context: c_int,
@@ -86,7 +69,6 @@ pub type IflushFn = unsafe extern "C" fn(
     request: *mut *mut c_void,
 ) -> NcclResult;
 pub type TestFn = unsafe extern "C" fn(coll_comm: *mut c_void, request: *mut c_void, done: *mut c_int) -> NcclResult;
-pub type QueryLastErrorFn = unsafe extern "C" fn(rma_ctx: *mut c_void, has_error: *mut bool) -> NcclResult;
 
 // --- v14 and later ---------------------------------------------------------
 
