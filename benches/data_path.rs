@@ -28,7 +28,7 @@ fn wqe_build(c: &mut Criterion) {
         let mut i = 0u16;
         b.iter(|| {
             i = i.wrapping_add(1);
-            black_box(device::build_wqe(black_box(&req), i, 0x42, false))
+            black_box(device::build_wqe(black_box(&req), i, 0x42, false).unwrap())
         })
     });
     g.finish();

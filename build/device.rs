@@ -15,6 +15,7 @@ const FAULTS: &[(&str, &str)] = &[
     ("split_doorbell", "RUST_GIN_ISA_FAULT_SPLIT_DOORBELL"),
     ("missing_fence", "RUST_GIN_ISA_FAULT_MISSING_FENCE"),
     ("scratch", "RUST_GIN_ISA_FAULT_SCRATCH"),
+    ("dropped_wait", "RUST_GIN_ISA_FAULT_DROPPED_WAIT"),
 ];
 
 const LIB_SOURCE: &str = "device/src/rust_gin_device.hip";

@@ -17,16 +17,18 @@ mod functions {
 }
 pub use functions::*;
 
-/// Builds the 64-byte WQE the device code writes for `req`.
-pub fn build_wqe(req: &rust_gin_mlx5_request, index: u16, qpn: u32, cq_update: bool) -> [u8; 64] {
+/// Builds the 64-byte WQE the device code writes for `req`, or
+/// [`DeviceStatus::Invalid`] for a request the device library refuses to
+/// encode (`request_valid` in device/include/rust_gin/mlx5/wqe.h).
+pub fn build_wqe(req: &rust_gin_mlx5_request, index: u16, qpn: u32, cq_update: bool) -> Result<[u8; 64], DeviceStatus> {
     // The device code stores 16-byte vectors: the buffer must be 16-aligned.
     #[repr(C, align(16))]
     struct Wqe([u8; 64]);
     let mut out = Wqe([0u8; 64]);
-    // SAFETY: build_wqe reads one request and writes exactly 64 bytes to a
+    // SAFETY: build_wqe reads one request and writes at most 64 bytes to a
     // 16-byte aligned buffer.
-    unsafe { rust_gin_mlx5_build_wqe(req, index, qpn, cq_update as i32, out.0.as_mut_ptr().cast()) };
-    out.0
+    let s = unsafe { rust_gin_mlx5_build_wqe(req, index, qpn, cq_update as i32, out.0.as_mut_ptr().cast()) };
+    DeviceStatus::check(s).map(|()| out.0)
 }
 
 /// A status code a device function returned (abi/error.h), other than OK.

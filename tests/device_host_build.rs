@@ -16,7 +16,7 @@ fn host_built_device_code_builds_an_rdma_write() {
         raddr: 0x7e00_0000_2000,
         ..Default::default()
     };
-    let w = device::build_wqe(&req, 0x1_2345u32 as u16, 0x00ab_cdef, true);
+    let w = device::build_wqe(&req, 0x1_2345u32 as u16, 0x00ab_cdef, true).unwrap();
     let ctrl = CtrlSeg::parse(&w[0..16]);
     assert_eq!(ctrl.opcode, opcode::RDMA_WRITE);
     assert_eq!(ctrl.wqe_index, 0x2345);

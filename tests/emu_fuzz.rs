@@ -62,7 +62,7 @@ fn malformed_case(patch: impl Fn(&mut [u8; 64]), want: u8, what: &str) {
     let link = Link::new(&a, &a, 6, 1_000_000_000);
     let d = link.sq.descriptor();
     let mut w = [0u8; 64];
-    w.copy_from_slice(&rccl_rust_gin::device::build_wqe(&write_inline(1, 8, a.addr(0), a.mr.rkey), 0, d.qpn, true));
+    w.copy_from_slice(&rccl_rust_gin::device::build_wqe(&write_inline(1, 8, a.addr(0), a.mr.rkey), 0, d.qpn, true).unwrap());
     patch(&mut w);
     link.qp.mem.sq.write(0, &w);
     // SAFETY: test-only stores to the QP's own doorbell record and register.

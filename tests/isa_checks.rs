@@ -43,8 +43,20 @@ fn entry_points() -> Vec<String> {
         .collect()
 }
 
-/// Checks every ISA kernel of one code object; returns a printable report.
+/// Checks every ISA kernel of one code object against the VGPR budgets of
+/// tests/support/isa.rs; returns a printable report.
 fn check_code_object(t: &Tools, arch: &str, hsaco: &Path) -> Result<String, String> {
+    check_code_object_with(t, arch, hsaco, &isa::vgpr_budget)
+}
+
+/// As check_code_object, with the VGPR budget of each kernel given by
+/// `budget` (the budget check's own test lowers it).
+fn check_code_object_with(
+    t: &Tools,
+    arch: &str,
+    hsaco: &Path,
+    budget: &dyn Fn(&str) -> u32,
+) -> Result<String, String> {
     let funcs = isa::disassemble(&t.objdump, hsaco, arch);
     let meta = isa::kernel_metadata(&t.readelf, hsaco);
     let mut report = format!("{arch} {}:\n", hsaco.display());
@@ -63,6 +75,12 @@ fn check_code_object(t: &Tools, arch: &str, hsaco: &Path) -> Result<String, Stri
         }
         if let Err(e) = isa::check_no_scratch_insns(&insns) {
             errors.push(format!("{}: {e}", k.name));
+        }
+        if let Err(e) = isa::check_writeback_waits(arch, &insns) {
+            errors.push(format!("{}: {e}", k.name));
+        }
+        if let Err(e) = isa::check_vgpr_budget(arch, k, budget(&k.name)) {
+            errors.push(e);
         }
         if k.name.starts_with("rust_gin_isa_db_") {
             if let Err(e) = isa::check_doorbell_rules(arch, &insns) {
@@ -112,6 +130,7 @@ fn arch_trials(t: &'static Tools, arch: &'static str) -> Vec<Trial> {
         ("split_doorbell", "no single 64-bit doorbell store"),
         ("missing_fence", "no system-scope release between the last store before the doorbell record"),
         ("scratch", "private memory"),
+        ("dropped_wait", "has no s_waitcnt vmcnt(0) before the next vector-memory access"),
     ] {
         let f = t.build_dir.join(format!("isa_fault_{fault}_{arch}.hsaco"));
         trials.push(Trial::test(format!("isa::{arch}::planted_fault_{fault}_is_caught"), move || {
@@ -122,6 +141,32 @@ fn arch_trials(t: &'static Tools, arch: &'static str) -> Vec<Trial> {
             }
         }));
     }
+    // The budget check's own test: the real code object, with a budget one
+    // below its largest kernel, must fail on that kernel, naming the count.
+    let h = hsaco.clone();
+    trials.push(Trial::test(format!("isa::{arch}::vgpr_budget_overrun_is_caught"), move || {
+        let meta = isa::kernel_metadata(&t.readelf, &h);
+        let top = meta
+            .iter()
+            .filter(|k| k.name.starts_with("rust_gin_isa_"))
+            .max_by_key(|k| k.vgpr_count)
+            .ok_or("no ISA kernels")?;
+        let budget = top.vgpr_count - 1;
+        match check_code_object_with(t, arch, &h, &|_| budget) {
+            Ok(report) => Err(format!("a VGPR budget of {budget} was not enforced:\n{report}").into()),
+            Err(e) => {
+                let want = format!(
+                    "{}: over the VGPR budget on {arch}: uses {} VGPRs, budget {budget}",
+                    top.name, top.vgpr_count
+                );
+                if e.contains(&want) {
+                    Ok(())
+                } else {
+                    Err(format!("budget overrun not reported as '{want}':\n{e}").into())
+                }
+            }
+        }
+    }));
     trials
 }
 
@@ -147,6 +192,34 @@ fn main() {
                 match isa::check_doorbell_rules("gfx942", &isa::flatten(&f, "f")) {
                     Ok(_) => Err("agent-scope write-back accepted as a system-scope release".into()),
                     Err(_) => Ok(()),
+                }
+            }));
+            trials.push(Trial::test("isa::writeback_wait_check_reads_a_listing", || {
+                // An agent-scope release as clang 22 emits it on gfx942 with
+                // the wait dropped, then with the explicit wait.
+                let dropped = "0000000000002000 <g>:\n\tbuffer_wbl2 sc1 // 000000002000: E0A08000\n\tv_mov_b32_e32 v0, 0 // 000000002008: 7E000280\n\tbuffer_inv sc1 // 00000000200C: E0E48000\n\tflat_atomic_swap_x2 v[0:1], v[2:3] // 000000002014: DD800000\n";
+                let f = isa::parse_objdump(dropped);
+                match isa::check_writeback_waits("gfx942", &isa::flatten(&f, "g")) {
+                    Ok(()) => return Err("a write-back without its wait was accepted".into()),
+                    Err(e) if e.contains("0x2000") && e.contains("0x2014") && e.contains("gfx942") => {}
+                    Err(e) => return Err(format!("wrong report (want arch and both offsets): {e}").into()),
+                }
+                let waited = dropped.replace(
+                    "\tv_mov_b32_e32 v0, 0",
+                    "\ts_waitcnt vmcnt(0) // 000000002008: BF8C0F70\n\tv_mov_b32_e32 v0, 0",
+                );
+                let f = isa::parse_objdump(&waited);
+                isa::check_writeback_waits("gfx942", &isa::flatten(&f, "g")).map_err(Failed::from)
+            }));
+            trials.push(Trial::test("isa::vgpr_budget_check_reads_metadata", || {
+                let note = "  - .agpr_count:     0\n    .name:           rust_gin_isa_db_x\n    .private_segment_fixed_size: 0\n    .sgpr_count:     40\n    .vgpr_count:     65\n  - .agpr_count:     0\n    .name:           rust_gin_isa_db_y\n    .vgpr_count:     64\n";
+                let meta = isa::parse_metadata(note);
+                let [x, y] = meta.as_slice() else { return Err(format!("parsed {meta:?}").into()) };
+                isa::check_vgpr_budget("gfx942", y, isa::VGPR_BUDGET).map_err(Failed::from)?;
+                match isa::check_vgpr_budget("gfx942", x, isa::VGPR_BUDGET) {
+                    Ok(()) => Err("65 VGPRs passed a budget of 64".into()),
+                    Err(e) if e.contains("rust_gin_isa_db_x") && e.contains("65") && e.contains("gfx942") => Ok(()),
+                    Err(e) => Err(format!("wrong report: {e}").into()),
                 }
             }));
         }

@@ -16,12 +16,29 @@ RG_EXTERN_C RG_GLOBAL void rust_gin_isa_nodb_scratch_fault(uint64_t* out, uint32
 }
 #endif
 
+#if defined(RUST_GIN_ISA_FAULT_DROPPED_WAIT)
+// Planted fault for the ISA checks' own test: a system-scope write-back whose
+// s_waitcnt vmcnt(0) was dropped (as clang 22 does on gfx942, LLVM PR
+// 178316), with the next store right behind it. Written in assembly so that
+// it comes out the same on every architecture and compiler version.
+RG_EXTERN_C RG_GLOBAL void rust_gin_isa_nodb_dropped_wait_fault(uint32_t* out, uint32_t v) {
+#if defined(__gfx90a__)
+  asm volatile("buffer_wbl2" ::: "memory");
+#else
+  asm volatile("buffer_wbl2 sc0 sc1" ::: "memory");
+#endif
+  __hip_atomic_store(out, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+#endif
+
 #define RG_ISA_KERNEL(kind, entry, params, args) \
   RG_EXTERN_C RG_GLOBAL void rust_gin_isa_##kind##_##entry params { entry args; }
 
 RG_ISA_KERNEL(db, rust_gin_mlx5_post, (const rust_gin_mlx5_sq* sq, const rust_gin_mlx5_request* r, uint32_t n),
               (sq, r, n))
-RG_ISA_KERNEL(nodb, rust_gin_mlx5_post_deferred,
+// db: a deferred post that must wait for credit rings what is published
+// first (SendQueue::wait_credit), so it may ring a doorbell too.
+RG_ISA_KERNEL(db, rust_gin_mlx5_post_deferred,
               (const rust_gin_mlx5_sq* sq, const rust_gin_mlx5_request* r, uint32_t n), (sq, r, n))
 RG_ISA_KERNEL(db, rust_gin_mlx5_ring, (const rust_gin_mlx5_sq* sq), (sq))
 RG_ISA_KERNEL(db, rust_gin_mlx5_quiet, (const rust_gin_mlx5_sq* sq), (sq))

@@ -2,21 +2,38 @@
 // (bitcode, code object, -fgpu-rdc archive) and for x86-64 (linked into the
 // Rust crate). Definitions of the extern "C" entry points live here; the logic
 // lives in the header-only layers under device/include/rust_gin/.
+#include "rust_gin/gin/lanes.h"
 #include "rust_gin/mlx5/api.h"
 #include "rust_gin/mlx5/sq.h"
 
 using namespace rust_gin;
 using namespace rust_gin::mlx5;
 
+namespace {
+// Every request of a list, checked before any is posted.
+RG_INLINE bool requests_valid(const rust_gin_mlx5_request* reqs, uint32_t n) {
+  for (uint32_t i = 0; i < n; ++i) {
+    if (!request_valid(reqs[i])) return false;
+  }
+  return true;
+}
+
+template <RingPolicy R>
+RG_INLINE int post_list(const rust_gin_mlx5_sq* sq, const rust_gin_mlx5_request* reqs, uint32_t n) {
+  RG_WAVE_ENTRY();
+  if (!sq || (n && !reqs)) return RUST_GIN_ERR_INVALID;
+  if (!requests_valid(reqs, n)) return RUST_GIN_ERR_INVALID;
+  return gin::post_in_turn<R>(sq, [reqs](uint32_t i) { return reqs[i]; }, n, nullptr);
+}
+}  // namespace
+
 RG_EXTERN_C RG_DEV int rust_gin_mlx5_post(const rust_gin_mlx5_sq* sq, const rust_gin_mlx5_request* reqs, uint32_t n) {
-  SendQueue q(sq);
-  return q.post_array<RingPolicy::now>(reqs, n);
+  return post_list<RingPolicy::now>(sq, reqs, n);
 }
 
 RG_EXTERN_C RG_DEV int rust_gin_mlx5_post_deferred(const rust_gin_mlx5_sq* sq, const rust_gin_mlx5_request* reqs,
                                                    uint32_t n) {
-  SendQueue q(sq);
-  return q.post_array<RingPolicy::defer>(reqs, n);
+  return post_list<RingPolicy::defer>(sq, reqs, n);
 }
 
 RG_EXTERN_C RG_DEV void rust_gin_mlx5_ring(const rust_gin_mlx5_sq* sq) {
@@ -25,8 +42,13 @@ RG_EXTERN_C RG_DEV void rust_gin_mlx5_ring(const rust_gin_mlx5_sq* sq) {
 }
 
 RG_EXTERN_C RG_DEV int rust_gin_mlx5_quiet(const rust_gin_mlx5_sq* sq) {
+  RG_WAVE_ENTRY();
+  uint64_t target = 0;
+  const int s = gin::flush_target(sq, true, &target);
+  if (s) return s;
   SendQueue q(sq);
-  return q.quiet();
+  Bound bound(q.timeout_ns());
+  return q.wait_done(target, RUST_GIN_WAIT_FLUSH, bound);
 }
 
 RG_EXTERN_C RG_DEV int rust_gin_mlx5_poll(const rust_gin_mlx5_sq* sq) {
@@ -34,8 +56,9 @@ RG_EXTERN_C RG_DEV int rust_gin_mlx5_poll(const rust_gin_mlx5_sq* sq) {
   return q.poll();
 }
 
-RG_EXTERN_C RG_DEV void rust_gin_mlx5_build_wqe(const rust_gin_mlx5_request* req, uint16_t index, uint32_t qpn,
-                                                int cq_update, void* out64) {
+RG_EXTERN_C RG_DEV int rust_gin_mlx5_build_wqe(const rust_gin_mlx5_request* req, uint16_t index, uint32_t qpn,
+                                               int cq_update, void* out64) {
+  if (!req || !out64 || !request_valid(*req)) return RUST_GIN_ERR_INVALID;
   const Wqe64 w = build_wqe(*req, index, qpn, cq_update != 0);
   // Written as the send queue writes WQEs (4 x 16 bytes): the device code's
   // only plain stores are WQE-sized, doorbell records and doorbells.
@@ -43,6 +66,7 @@ RG_EXTERN_C RG_DEV void rust_gin_mlx5_build_wqe(const rust_gin_mlx5_request* req
   u32x4* out = static_cast<u32x4*>(out64);
   const u32x4* src = reinterpret_cast<const u32x4*>(w.w);
   for (int i = 0; i < 4; ++i) out[i] = src[i];
+  return RUST_GIN_OK;
 }
 
 // --- GIN operations (rust_gin_device.h) ----------------------------------------
@@ -55,6 +79,7 @@ RG_EXTERN_C RG_DEV int rust_gin_put(const void* handle, uint32_t context, uint32
                                     uint64_t dst_off, const void* src_window, uint64_t src_off, uint64_t bytes,
                                     rust_gin_signal signal, uint32_t has_counter, uint32_t counter_id,
                                     uint32_t flags) {
+  RG_WAVE_ENTRY();
   Ctx x;
   int s = resolve(handle, context, &x);
   if (s) return s;
@@ -73,18 +98,24 @@ RG_EXTERN_C RG_DEV int rust_gin_put(const void* handle, uint32_t context, uint32
 
   const rust_gin_window* src = static_cast<const rust_gin_window*>(src_window);
   uint64_t done_bytes = 0;
-  // All but the last chunk of a put larger than one WQE may move.
-  while (bytes - done_bytes > kMaxChunk) {
-    Request w = {};
-    w.opcode = OP_RDMA_WRITE;
-    w.length = static_cast<uint32_t>(kMaxChunk);
-    w.lkey = src->lkey;
-    w.laddr = src->local_base + src_off + done_bytes;
-    w.raddr = remote(dst_window, peer).base + dst_off + done_bytes;
-    w.rkey = remote(dst_window, peer).rkey;
-    if ((s = post(x, peer, w, w, 1, flags & ~RUST_GIN_FLAG_AGGREGATE, false))) return s;
-    done_bytes += kMaxChunk;
+  {
+    // All but the last chunk of a put larger than one WQE may move. Lanes
+    // with such a put take this loop (of a different length each); the
+    // others wait at the region's end.
+    wave::Region big(bytes > kMaxChunk);
+    while (big && bytes - done_bytes > kMaxChunk) {
+      Request w = {};
+      w.opcode = OP_RDMA_WRITE;
+      w.length = static_cast<uint32_t>(kMaxChunk);
+      w.lkey = src->lkey;
+      w.laddr = src->local_base + src_off + done_bytes;
+      w.raddr = remote(dst_window, peer).base + dst_off + done_bytes;
+      w.rkey = remote(dst_window, peer).rkey;
+      if ((s = post(x, peer, w, w, 1, flags & ~RUST_GIN_FLAG_AGGREGATE, false))) break;
+      done_bytes += kMaxChunk;
+    }
   }
+  if (s) return s;
   Request w = {};
   if (bytes) {
     w.opcode = OP_RDMA_WRITE;
@@ -113,6 +144,7 @@ RG_EXTERN_C RG_DEV int rust_gin_put(const void* handle, uint32_t context, uint32
 RG_EXTERN_C RG_DEV int rust_gin_put_value(const void* handle, uint32_t context, uint32_t peer,
                                           const void* dst_window, uint64_t dst_off, uint64_t value, uint32_t size,
                                           rust_gin_signal signal, uint32_t flags) {
+  RG_WAVE_ENTRY();
   Ctx x;
   int s = resolve(handle, context, &x);
   if (s) return s;
@@ -138,6 +170,7 @@ RG_EXTERN_C RG_DEV int rust_gin_put_value(const void* handle, uint32_t context, 
 
 RG_EXTERN_C RG_DEV int rust_gin_signal_peer(const void* handle, uint32_t context, uint32_t peer,
                                             rust_gin_signal signal, uint32_t flags) {
+  RG_WAVE_ENTRY();
   Ctx x;
   int s = resolve(handle, context, &x);
   if (s) return s;
@@ -151,6 +184,7 @@ RG_EXTERN_C RG_DEV int rust_gin_signal_peer(const void* handle, uint32_t context
 RG_EXTERN_C RG_DEV int rust_gin_get(const void* handle, uint32_t context, uint32_t peer, const void* remote_window,
                                     uint64_t remote_off, const void* local_window, uint64_t local_off,
                                     uint64_t bytes, uint32_t flags) {
+  RG_WAVE_ENTRY();
   Ctx x;
   int s = resolve(handle, context, &x);
   if (s) return s;
@@ -159,40 +193,49 @@ RG_EXTERN_C RG_DEV int rust_gin_get(const void* handle, uint32_t context, uint32
   if ((s = check_window(x, peer, remote_window, remote_off, bytes))) return s;
   if ((s = check_window(x, peer, local_window, local_off, bytes))) return s;
   const rust_gin_window* local = static_cast<const rust_gin_window*>(local_window);
+  // Chunks of at most 1 GiB; lanes with fewer chunks wait at the region's end.
+  wave::Region r(true);
   for (uint64_t off = 0; off < bytes; off += kMaxChunk) {
     const uint64_t len = bytes - off < kMaxChunk ? bytes - off : kMaxChunk;
-    Request r = {};
-    r.opcode = OP_RDMA_READ;
-    r.length = static_cast<uint32_t>(len);
-    r.lkey = local->lkey;
-    r.laddr = local->local_base + local_off + off;
-    r.raddr = remote(remote_window, peer).base + remote_off + off;
-    r.rkey = remote(remote_window, peer).rkey;
+    Request q = {};
+    q.opcode = OP_RDMA_READ;
+    q.length = static_cast<uint32_t>(len);
+    q.lkey = local->lkey;
+    q.laddr = local->local_base + local_off + off;
+    q.raddr = remote(remote_window, peer).base + remote_off + off;
+    q.rkey = remote(remote_window, peer).rkey;
     const bool last = off + len >= bytes;
-    if ((s = post(x, peer, r, r, 1, last ? flags : flags & ~RUST_GIN_FLAG_AGGREGATE, false))) return s;
+    if ((s = post(x, peer, q, q, 1, last ? flags : flags & ~RUST_GIN_FLAG_AGGREGATE, false))) return s;
   }
   return RUST_GIN_OK;
 }
 
 RG_EXTERN_C RG_DEV int rust_gin_flush(const void* handle, uint32_t context, uint32_t coop_rank, uint32_t coop_size,
                                       const uint32_t* abort_flag, uint64_t timeout_cycles) {
+  RG_WAVE_ENTRY();
   Ctx x;
   int s = resolve(handle, context, &x);
   if (s) return s;
   if (coop_size == 0) return invalid(x.err, 0, RUST_GIN_ARG_SIZE, 0, 1);
   Bound bound(x.h->timeout_ns, abort_flag, timeout_cycles);
   int first_error = RUST_GIN_OK;
-  // Start every flush first, then wait: the peers' NICs work in parallel.
-  for (uint32_t p = coop_rank; p < x.h->nranks; p += coop_size) {
-    SendQueue sq(&peer_of(x, p)->sq);
-    uint64_t target;
-    s = sq.flush_target(&target);
-    if (s && !first_error) first_error = s;
+  // Lanes walk their peers (coop_rank, coop_rank + coop_size, ...) in step,
+  // a lane with no peer left sitting a step out, so that lanes which reach
+  // one queue together share its flush. Start every flush first, then wait:
+  // the peers' NICs work in parallel.
+  const uint64_t nranks = x.h->nranks;
+  for (uint64_t p = coop_rank; wave::any(p < nranks); p += coop_size) {
+    const bool mine = p < nranks;
+    uint64_t target = 0;
+    s = gin::flush_target(mine ? &peer_of(x, static_cast<uint32_t>(p))->sq : nullptr, mine, &target);
+    if (mine && s && !first_error) first_error = s;
   }
-  for (uint32_t p = coop_rank; p < x.h->nranks; p += coop_size) {
-    SendQueue sq(&peer_of(x, p)->sq);
-    uint64_t target;
-    if (sq.flush_target(&target)) continue;
+  for (uint64_t p = coop_rank; wave::any(p < nranks); p += coop_size) {
+    const bool mine = p < nranks;
+    const rust_gin_mlx5_sq* q = mine ? &peer_of(x, static_cast<uint32_t>(p))->sq : nullptr;
+    uint64_t target = 0;
+    if (gin::flush_target(q, mine, &target) || !mine) continue;
+    SendQueue sq(q);
     s = sq.wait_done(target, RUST_GIN_WAIT_FLUSH, bound);
     if (s == RUST_GIN_ERR_ABORTED) return s;
     if (s && !first_error) first_error = s;
@@ -202,13 +245,13 @@ RG_EXTERN_C RG_DEV int rust_gin_flush(const void* handle, uint32_t context, uint
 
 RG_EXTERN_C RG_DEV int rust_gin_flush_async(const void* handle, uint32_t context, uint32_t peer,
                                             rust_gin_request* out) {
+  RG_WAVE_ENTRY();
   Ctx x;
   int s = resolve(handle, context, &x);
   if (s) return s;
   if (peer >= x.h->nranks) return invalid(x.err, peer, RUST_GIN_ARG_PEER, peer, x.h->nranks);
-  SendQueue sq(&peer_of(x, peer)->sq);
   uint64_t target = 0;
-  s = sq.flush_target(&target);
+  s = gin::flush_target(&peer_of(x, peer)->sq, true, &target);
   out->context = context;
   out->peer = peer;
   out->target = target;
@@ -217,6 +260,7 @@ RG_EXTERN_C RG_DEV int rust_gin_flush_async(const void* handle, uint32_t context
 
 RG_EXTERN_C RG_DEV int rust_gin_wait(const void* handle, rust_gin_request request, const uint32_t* abort_flag,
                                      uint64_t timeout_cycles) {
+  RG_WAVE_ENTRY();
   Ctx x;
   int s = resolve(handle, request.context, &x);
   if (s) return s;
@@ -247,6 +291,7 @@ RG_EXTERN_C RG_DEV uint64_t rust_gin_signal_read(const void* handle, uint32_t co
 
 RG_EXTERN_C RG_DEV int rust_gin_signal_wait(const void* handle, uint32_t context, uint32_t id, uint64_t least,
                                             const uint32_t* abort_flag, uint64_t timeout_cycles) {
+  RG_WAVE_ENTRY();
   Ctx x;
   int s = resolve(handle, context, &x);
   if (s) return s;
@@ -291,6 +336,7 @@ RG_EXTERN_C RG_DEV uint64_t rust_gin_counter_read(const void* handle, uint32_t c
 
 RG_EXTERN_C RG_DEV int rust_gin_counter_wait(const void* handle, uint32_t context, uint32_t id, uint64_t least,
                                              const uint32_t* abort_flag, uint64_t timeout_cycles) {
+  RG_WAVE_ENTRY();
   Ctx x;
   int s = resolve(handle, context, &x);
   if (s) return s;

@@ -25,7 +25,8 @@ impl SendQueue {
         Ok(SendQueue { desc: b })
     }
 
-    fn ptr(&self) -> *const rust_gin_mlx5_sq {
+    /// The descriptor as device code takes it.
+    pub fn ptr(&self) -> *const rust_gin_mlx5_sq {
         self.desc.dev_addr() as *const rust_gin_mlx5_sq
     }
 

@@ -6,7 +6,13 @@
 //!   `buffer_wbl2 sc0 sc1`; each followed by `s_waitcnt vmcnt(0)`) sits
 //!   between the last store before the doorbell record and the doorbell
 //!   record, and again between the doorbell record and the doorbell;
-//! - no scratch (private memory) is used.
+//! - every L2 write-back (`buffer_wbl2`, any scope) is followed by an
+//!   `s_waitcnt vmcnt(0)` before the next vector-memory access: clang 22
+//!   drops that wait on gfx942 (LLVM PR 178316), so the device code issues it
+//!   explicitly after every release (port/port.h, fence_release);
+//! - no scratch (private memory) is used;
+//! - no kernel uses more VGPRs than its budget (these operations are inlined
+//!   into RCCL's kernels, where their registers cap occupancy).
 //!
 //! Store classes rely on a rule of the device code (core/error.h): its only
 //! plain stores are WQE stores (128-bit), doorbell records (32-bit) and the
@@ -192,6 +198,43 @@ fn waits_vm0(i: &Insn) -> bool {
     i.mnemonic == "s_waitcnt" && (i.operands.contains("vmcnt(0)") || i.operands.trim() == "0")
 }
 
+/// A vector-memory access: global, flat, scratch or buffer instructions,
+/// except the cache-maintenance ones (write-back, invalidate), which move no
+/// data of their own.
+pub fn is_vector_memory(i: &Insn) -> bool {
+    let m = i.mnemonic.as_str();
+    if m.starts_with("global_") || m.starts_with("flat_") || m.starts_with("scratch_") {
+        return true;
+    }
+    m.starts_with("buffer_") && !(m == "buffer_wbl2" || m.starts_with("buffer_inv") || m.starts_with("buffer_wbinv"))
+}
+
+/// Every `buffer_wbl2` (any scope bits) must be followed by an
+/// `s_waitcnt vmcnt(0)` before the next vector-memory access, or that access
+/// may overtake the write-back. Linear reading, as for the doorbell rules.
+pub fn check_writeback_waits(arch: &str, insns: &[Insn]) -> Result<(), String> {
+    let mut pending: Option<&Insn> = None;
+    for i in insns {
+        if i.mnemonic == "buffer_wbl2" {
+            pending.get_or_insert(i);
+        } else if waits_vm0(i) {
+            pending = None;
+        } else if is_vector_memory(i) {
+            if let Some(wb) = pending {
+                return Err(format!(
+                    "{arch}: write-back at offset {:#x} ({}) has no s_waitcnt vmcnt(0) before the next \
+                     vector-memory access at offset {:#x} ({})",
+                    wb.addr,
+                    wb.text(),
+                    i.addr,
+                    i.text()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 fn has_system_scope_bits(arch: &str, i: &Insn) -> bool {
     arch == "gfx90a" || (i.operands.contains("sc0") && i.operands.contains("sc1"))
 }
@@ -288,6 +331,46 @@ pub struct KernelMeta {
     pub agpr_count: u32,
     pub private_segment_fixed_size: u32,
     pub uses_dynamic_stack: bool,
+}
+
+/// The most VGPRs an ISA kernel may use (`.vgpr_count`, which for a kernel
+/// that calls is the call graph's maximum). The GIN operations are inlined
+/// into RCCL's kernels; 64 VGPRs keep 8 waves per SIMD on gfx90a/gfx942/gfx950
+/// (512 VGPRs per lane per SIMD), so an operation never lowers the
+/// occupancy of a kernel that does not need more registers itself.
+pub const VGPR_BUDGET: u32 = 64;
+
+/// Kernels allowed more than VGPR_BUDGET, each with the reason. What keeps
+/// them above 64: a lane's requests stay live across the batch leader's
+/// credit wait (the spin loop with the ring and the CQ poll inlined), and the
+/// leader's WQE build selects between two requests of different opcodes.
+/// Getting there needs the requests out of registers (scratch, which the
+/// checks forbid) or a call on the common path; the figures are clang 22's
+/// on gfx90a/gfx942/gfx950 with a little headroom. Lower them as the code
+/// allows; never raise one without measuring why.
+pub const VGPR_BUDGET_EXCEPTIONS: &[(&str, u32)] = &[
+    // A WRITE and its signal's atomic in one batch: two requests live.
+    ("rust_gin_isa_db_rust_gin_put", 88),
+    // An inline WRITE and its signal's atomic: two requests live.
+    ("rust_gin_isa_db_rust_gin_put_value", 72),
+    // gfx90a only (64 on gfx942/gfx950): the READ's chunk loop around the post.
+    ("rust_gin_isa_db_rust_gin_get", 68),
+];
+
+/// The VGPR budget of one kernel.
+pub fn vgpr_budget(kernel: &str) -> u32 {
+    VGPR_BUDGET_EXCEPTIONS.iter().find(|(k, _)| *k == kernel).map(|(_, b)| *b).unwrap_or(VGPR_BUDGET)
+}
+
+/// Fails if a kernel's `.vgpr_count` exceeds `budget`.
+pub fn check_vgpr_budget(arch: &str, k: &KernelMeta, budget: u32) -> Result<(), String> {
+    if k.vgpr_count > budget {
+        return Err(format!(
+            "{}: over the VGPR budget on {arch}: uses {} VGPRs, budget {budget} (VGPR_BUDGET in tests/support/isa.rs)",
+            k.name, k.vgpr_count
+        ));
+    }
+    Ok(())
 }
 
 /// Kernel metadata from the code object's AMDGPU note.

@@ -98,7 +98,8 @@ impl Logger {
 }
 
 pub struct Plugin {
-    _lib: libloading::Library,
+    /// The dlopened cdylib; None for the in-process vtable.
+    _lib: Option<libloading::Library>,
     pub v: &'static NcclGinV14,
     pub logger: Logger,
     /// Serializes tests that inspect the shared log.
@@ -129,7 +130,22 @@ pub fn plugin() -> &'static Plugin {
             let lib = libloading::Library::new(&path).unwrap_or_else(|e| panic!("dlopen {}: {e}", path.display()));
             let sym: libloading::Symbol<*const NcclGinV14> = lib.get(b"ncclGinRustPlugin_v14").unwrap();
             let v: &'static NcclGinV14 = &**sym;
-            Plugin { _lib: lib, v, logger: Logger::build(), log_lock: Mutex::new(()) }
+            Plugin { _lib: Some(lib), v, logger: Logger::build(), log_lock: Mutex::new(()) }
+        }
+    })
+}
+
+/// The vtable of the crate linked into this test (no dlopen): the device
+/// calls, the emulated NIC and the plugin then share one copy of the crate.
+pub fn in_process_plugin() -> &'static Plugin {
+    static P: std::sync::OnceLock<Plugin> = std::sync::OnceLock::new();
+    P.get_or_init(|| {
+        setup_env();
+        Plugin {
+            _lib: None,
+            v: &rccl_rust_gin::gin::vtable::ncclGinRustPlugin_v14,
+            logger: Logger::build(),
+            log_lock: Mutex::new(()),
         }
     })
 }

@@ -1,13 +1,21 @@
-// Posting one lane's requests, with the lanes of a wave that target the same
-// queue sharing one ticket and one doorbell.
+// Posting from the lanes of a wave: lanes that target the same queue share
+// one ticket, one publish and one doorbell, with a single leader doing the
+// queue-wide steps of mlx5/sq.h.
 //
-// The host build has no waves: each call posts its own requests through the
-// batch path (SendQueue::post), which is the same code the GPU leader runs.
-// On the GPU this file only gathers the lanes (ballot, prefix counts,
-// readlane) around the shared steps of mlx5/sq.h.
+// The rule behind every function here: two lanes of one wave never wait in
+// the same queue's in-order publish at once. In a wave the lane whose turn
+// has come leaves that loop and parks at its end, while the lane it parked
+// for still spins: a deadlock no timeout can clear (the lockstep tests,
+// tests/lockstep.rs, reproduce it). So per queue either one leader posts for
+// the whole group, or the group's lanes take turns.
+//
+// Written once over port/wave.h: on the GPU these are the wave builtins, in a
+// lockstep test they are the same steps over 64 emulated lanes, and on a
+// plain host thread the wave has one lane.
 #pragma once
 
 #include "rust_gin/mlx5/sq.h"
+#include "rust_gin/port/wave.h"
 
 namespace rust_gin {
 namespace gin {
@@ -17,92 +25,166 @@ using mlx5::RingPolicy;
 using mlx5::SendQueue;
 
 // A lane contributes at most this many requests per call (a put and its
-// signal); longer lists go through SendQueue::post directly.
+// signal); longer lists go through post_in_turn.
 constexpr uint32_t kMaxLaneRequests = 2;
 
-#if RG_GPU
-RG_INLINE uint32_t lane_id() { return __builtin_amdgcn_mbcnt_hi(~0u, __builtin_amdgcn_mbcnt_lo(~0u, 0u)); }
-RG_INLINE uint64_t ballot(bool p) { return __builtin_amdgcn_ballot_w64(p); }
-RG_INLINE uint64_t readlane64(uint64_t v, uint32_t lane) {
-  const uint32_t lo = __builtin_amdgcn_readlane(static_cast<uint32_t>(v), lane);
-  const uint32_t hi = __builtin_amdgcn_readlane(static_cast<uint32_t>(v >> 32), lane);
-  return (static_cast<uint64_t>(hi) << 32) | lo;
-}
-#endif
+RG_INLINE uint64_t lanes_below(uint32_t me) { return (uint64_t{1} << me) - 1; }
 
-// Posts r0 (and r1 when n == 2) to `q` for the calling lane and returns the
-// index of the lane's last WQE in *last. Requests travel as values, never as
-// an indexed array, which would cost scratch memory on the GPU.
+// Runs body() once per group of the lanes in `todo` that share a queue,
+// group after group (the lowest remaining lane's queue first);
+// body(group, leader, gq) runs on the lanes of the group only. `gq` is the
+// group's queue read from the leader, so it is wave-uniform: on the GPU it
+// lives in scalar registers and the descriptor is read with scalar loads.
+template <typename Body>
+RG_INLINE void for_each_queue_group(const rust_gin_mlx5_sq* q, uint64_t todo, Body body) {
+  const uint32_t me = wave::lane_id();
+  while (todo) {
+    const uint32_t leader = __builtin_ctzll(todo);
+    const uint64_t q_leader = wave::readlane64(reinterpret_cast<uint64_t>(q), leader);
+    const bool mine = ((todo >> me) & 1) && reinterpret_cast<uint64_t>(q) == q_leader;
+    const uint64_t group = wave::ballot(mine);
+    {
+      wave::Region r(mine);
+      if (r) body(group, leader, reinterpret_cast<const rust_gin_mlx5_sq*>(assume_uniform(q_leader)));
+    }
+    todo &= ~group;
+  }
+}
+
+// Each lane of `group` runs body() alone, in lane order.
+template <typename Body>
+RG_INLINE void in_lane_order(uint64_t group, Body body) {
+  const uint32_t me = wave::lane_id();
+  while (group) {
+    const uint32_t l = __builtin_ctzll(group);
+    group &= group - 1;
+    wave::Region r(l == me);
+    if (r) body();
+  }
+}
+
+// Posts r0 (and r1 when n == 2; n is 1 or 2) to `q` for the calling lane
+// and returns the index of the lane's last WQE in *last. Requests travel as
+// values, never as an indexed array, which would cost scratch memory on the
+// GPU.
+//
+// Per queue, the group's requests go out as one batch when they fit one
+// (at most max_batch()); otherwise the lanes take turns, each posting its
+// requests in batches of at most max_batch() as SendQueue::post would (a
+// queue of fewer than 4 x 64 WQEBBs). Both run the same batch steps below,
+// so the code (and its registers) exists once: in turn, the group's other
+// lanes go through each batch with nothing to post.
 template <RingPolicy R>
 RG_INLINE int post_lane(const rust_gin_mlx5_sq* q, const Request& r0, const Request& r1, uint32_t n,
                         uint64_t* last) {
-  const auto req = [&](uint32_t i) { return i ? r1 : r0; };
-#if !RG_GPU
-  SendQueue sq(q);
-  return sq.post<R>(req, n, last);
-#else
-  const uint32_t me = lane_id();
-  const uint64_t below = (uint64_t{1} << me) - 1;
-  uint64_t todo = ballot(true);
+  const uint32_t me = wave::lane_id();
   int status = RUST_GIN_OK;
-  bool done = false;
-  while (todo) {
-    const uint32_t leader = __builtin_ctzll(todo);
-    const uint64_t q_leader = readlane64(reinterpret_cast<uint64_t>(q), leader);
-    const bool mine = !done && reinterpret_cast<uint64_t>(q) == q_leader;
-    const uint64_t group = ballot(mine);
-    if (mine) {
-      // Prefix sums of the group's request counts (each 0..3) from two ballots.
-      const uint64_t b0 = ballot(n & 1) & group;
-      const uint64_t b1 = ballot(n & 2) & group;
+  for_each_queue_group(q, wave::ballot(true), [&](uint64_t group, uint32_t, const rust_gin_mlx5_sq* gq) {
+    SendQueue sq(gq);
+    const uint32_t max_batch = sq.max_batch();
+    const uint32_t group_total =
+        __builtin_popcountll(wave::ballot(n & 1) & group) + 2 * __builtin_popcountll(wave::ballot(n & 2) & group);
+    const bool in_turn = group_total > max_batch;
+    // One bound per lane's post, as SendQueue::post has (only a batch's
+    // leader waits, on its own bound).
+    Bound bound(sq.timeout_ns());
+    uint32_t posted = 0;  // the calling lane's requests posted so far
+    uint64_t todo = group;
+    while (todo) {
+      const uint32_t leader = __builtin_ctzll(todo);
+      const uint64_t batch = in_turn ? uint64_t{1} << leader : todo;
+      const bool member = (batch >> me) & 1;
+      uint32_t cnt = 0;
+      if (member) cnt = n - posted < max_batch ? n - posted : max_batch;
+      // Prefix sums of the batch's request counts (each 0..3) from two ballots.
+      const uint64_t b0 = wave::ballot(cnt & 1) & batch;
+      const uint64_t b1 = wave::ballot(cnt & 2) & batch;
       const uint32_t total = __builtin_popcountll(b0) + 2 * __builtin_popcountll(b1);
-      const uint32_t before = __builtin_popcountll(b0 & below) + 2 * __builtin_popcountll(b1 & below);
-      SendQueue sq(q);
-      if (total > sq.max_batch()) {
-        // More than a batch may hold: each lane posts on its own, in lane order.
-        for (uint32_t l = 0; l < 64; ++l) {
-          if (((group >> l) & 1) && l == me) status = sq.post<R>(req, n, last);
-        }
-      } else {
-        Bound bound(sq.desc().timeout_ns);
-        uint64_t base = 0;
-        int s = RUST_GIN_OK;
-        if (me == leader) {
-          s = sq.failed() ? RUST_GIN_ERR_QP_FAILED : RUST_GIN_OK;
+      const uint32_t before =
+          __builtin_popcountll(b0 & lanes_below(me)) + 2 * __builtin_popcountll(b1 & lanes_below(me));
+      uint64_t base = 0;
+      int s = RUST_GIN_OK;
+      {
+        wave::Region lead(me == leader);
+        if (lead) {
+          // Checked once per lane's post (SendQueue::post), once per group batch.
+          s = posted == 0 && sq.failed() ? RUST_GIN_ERR_QP_FAILED : RUST_GIN_OK;
           if (!s) {
             base = sq.reserve(total);
             s = sq.wait_credit(base, total, bound);
           }
         }
-        base = readlane64(base, leader);
-        s = __builtin_amdgcn_readlane(s, leader);
-        bool my_last_cqe = false;
-        if (!s) {
-          for (uint32_t k = 0; k < n; ++k) {
-            const uint32_t i = before + k;
-            const Request r = req(k);
-            const bool cqe = sq.wants_cqe(base, total, i, r);
-            sq.write(base + i, sq.build(r, base + i, cqe));
-            my_last_cqe = cqe;
-          }
-          *last = base + before + n - 1;
+      }
+      base = wave::readlane64(base, leader);
+      s = wave::readlane_int(s, leader);
+      bool my_last_cqe = false;
+      if (!s && cnt) {
+        for (uint32_t k = 0; k < cnt; ++k) {
+          const uint32_t i = before + k;
+          const Request& r = posted + k ? r1 : r0;
+          const bool cqe = sq.wants_cqe(base, total, i, r);
+          sq.write(base + i, sq.build(r, base + i, cqe));
+          my_last_cqe = cqe;
         }
-        // Every lane's WQE stores before the leader publishes.
-        __builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront");
-        __builtin_amdgcn_wave_barrier();
-        const bool tail_cqe = ballot(my_last_cqe && before + n == total) != 0;
-        if (me == leader && !s) {
+        *last = base + before + cnt - 1;
+      }
+      // Every lane's WQE stores before the leader publishes.
+      wave::barrier();
+      const bool tail_cqe = wave::ballot(my_last_cqe && before + cnt == total) != 0;
+      {
+        wave::Region lead(me == leader);
+        if (lead && !s) {
           s = sq.publish(base, total, tail_cqe ? base + total : 0, bound);
           if (!s && R == RingPolicy::now) sq.ring();
         }
-        status = __builtin_amdgcn_readlane(s, leader);
       }
-      done = true;
+      s = wave::readlane_int(s, leader);
+      if (member) {
+        if (s) status = s;
+        posted += cnt;
+      }
+      // A lane's turn ends when its requests are out or its post failed.
+      const bool leader_done = wave::readlane32(s != 0 || posted >= n, leader) != 0;
+      if (!in_turn || leader_done) todo &= ~batch;
     }
-    todo &= ~group;
-  }
+  });
   return status;
-#endif
+}
+
+// Posts a lane's list of requests of any length: per queue, the lanes take
+// turns (the mlx5-level entry points; the GIN operations use post_lane).
+template <RingPolicy R, typename ReqAt>
+RG_INLINE int post_in_turn(const rust_gin_mlx5_sq* q, ReqAt req, uint32_t n, uint64_t* last) {
+  int status = RUST_GIN_OK;
+  for_each_queue_group(q, wave::ballot(true), [&](uint64_t group, uint32_t, const rust_gin_mlx5_sq* gq) {
+    in_lane_order(group, [&] {
+      SendQueue sq(gq);
+      status = sq.post<R>(req, n, last);
+    });
+  });
+  return status;
+}
+
+// The completion index that covers everything published on the lane's queue
+// (SendQueue::flush_target), for the lanes where `participate` holds. Lanes
+// sharing a queue share one flush: its leader posts at most one NOP.
+RG_INLINE int flush_target(const rust_gin_mlx5_sq* q, bool participate, uint64_t* target) {
+  const uint32_t me = wave::lane_id();
+  int status = RUST_GIN_OK;
+  for_each_queue_group(q, wave::ballot(participate), [&](uint64_t, uint32_t leader, const rust_gin_mlx5_sq* gq) {
+    uint64_t t = 0;
+    int s = RUST_GIN_OK;
+    {
+      wave::Region lead(me == leader);
+      if (lead) {
+        SendQueue sq(gq);
+        s = sq.flush_target(&t);
+      }
+    }
+    *target = wave::readlane64(t, leader);
+    status = wave::readlane_int(s, leader);
+  });
+  return status;
 }
 
 }  // namespace gin

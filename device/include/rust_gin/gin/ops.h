@@ -74,8 +74,10 @@ RG_INLINE int signal_request(const Ctx& x, uint32_t peer, const rust_gin_signal&
   } else if (s.type == RUST_GIN_SIGNAL_VA) {
     const int c = check_window(x, peer, s.window, s.offset, 8);
     if (c) return c;
-    if (s.offset % 8) return invalid(x.err, peer, RUST_GIN_ARG_SIGNAL, s.offset, 8);
     raddr = remote(s.window, peer).base + s.offset;
+    // The target's own address must be 8-byte aligned, not just the offset:
+    // a misaligned atomic is a remote access error that kills the QP.
+    if (raddr % 8) return invalid(x.err, peer, RUST_GIN_ARG_SIGNAL, raddr, 8);
     rkey = remote(s.window, peer).rkey;
   } else {
     return invalid(x.err, peer, RUST_GIN_ARG_SIGNAL_OP, s.type, RUST_GIN_SIGNAL_VA);
@@ -108,10 +110,16 @@ RG_INLINE int post(const Ctx& x, uint32_t peer, Request r0, Request r1, uint32_t
   const int s = (flags & RUST_GIN_FLAG_AGGREGATE) && !wait_local
                     ? post_lane<RingPolicy::defer>(q, r0, r1, n, &last)
                     : post_lane<RingPolicy::now>(q, r0, r1, n, &last);
-  if (s || !wait_local) return s;
-  SendQueue sq(q);
-  Bound bound(sq.desc().timeout_ns);
-  return sq.wait_done(last + 1, RUST_GIN_WAIT_FLUSH, bound);
+  int w = s;
+  {
+    wave::Region r(wait_local && !s);
+    if (r) {
+      SendQueue sq(q);
+      Bound bound(sq.timeout_ns());
+      w = sq.wait_done(last + 1, RUST_GIN_WAIT_FLUSH, bound);
+    }
+  }
+  return w;
 }
 
 // Rolling comparison as RCCL's waits use it: `v` has reached `least`.
@@ -120,10 +128,10 @@ RG_INLINE bool reached(uint64_t v, uint64_t least) { return static_cast<int64_t>
 RG_INLINE int wait_word(const Ctx& x, const uint64_t* w, const uint64_t* offset, uint64_t least, uint8_t what,
                         uint32_t id, const uint32_t* abort_flag, uint64_t timeout_cycles) {
   Bound bound(x.h->timeout_ns, abort_flag, timeout_cycles);
-  for (;;) {
+  return wave::spin([&] {
     const uint64_t v = atomic_load(w, __ATOMIC_ACQUIRE, Scope::system) -
                        (offset ? atomic_load(offset, __ATOMIC_RELAXED, Scope::agent) : 0);
-    if (reached(v, least)) return RUST_GIN_OK;
+    if (reached(v, least)) return static_cast<int>(RUST_GIN_OK);
     const int b = bound.check();
     if (b == RUST_GIN_ERR_ABORTED) return b;
     if (b) {
@@ -137,8 +145,8 @@ RG_INLINE int wait_word(const Ctx& x, const uint64_t* w, const uint64_t* offset,
       record_error(x.err, e);
       return b;
     }
-    backoff();
-  }
+    return wave::kSpinAgain;
+  });
 }
 
 }  // namespace gin

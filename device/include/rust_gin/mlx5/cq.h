@@ -19,7 +19,7 @@ RG_INLINE uint64_t extend_done(uint64_t done, uint16_t wqe_counter) {
 class CompletionQueue {
  public:
   RG_INLINE explicit CompletionQueue(const rust_gin_mlx5_sq* d)
-      : d_(*d), st_(reinterpret_cast<rust_gin_mlx5_sq_state*>(d->state)) {}
+      : d_(d), st_(reinterpret_cast<rust_gin_mlx5_sq_state*>(load_invariant(&d->state))) {}
 
   // Consumes every CQE the NIC has written. Returns RUST_GIN_ERR_CQE if one of
   // them was an error completion.
@@ -27,15 +27,15 @@ class CompletionQueue {
     if (atomic_exchange(&st_->poll_lock, 1u, __ATOMIC_ACQUIRE, Scope::agent) != 0) return RUST_GIN_OK;
     uint64_t ci = atomic_load(&st_->cq_ci, __ATOMIC_RELAXED, Scope::agent);
     uint64_t done = atomic_load(&st_->done, __ATOMIC_RELAXED, Scope::agent);
-    const uint32_t mask = (1u << d_.log_cq_cnt) - 1;
+    const uint32_t mask = (1u << rd(d_->log_cq_cnt)) - 1;
     int status = RUST_GIN_OK;
     uint32_t consumed = 0;
     for (;;) {
-      const uint8_t* cqe = reinterpret_cast<const uint8_t*>(d_.cq_buf) + ((ci & mask) * CQE_SIZE);
+      const uint8_t* cqe = reinterpret_cast<const uint8_t*>(rd(d_->cq_buf)) + ((ci & mask) * CQE_SIZE);
       // wqe_counter, signature and op_own in one load, as the NIC writes them together.
       const uint32_t tail = atomic_load(reinterpret_cast<const uint32_t*>(cqe + 60), __ATOMIC_RELAXED, Scope::system);
       const uint8_t op_own = static_cast<uint8_t>(tail >> 24);
-      if (!cqe_is_sw_owned(op_own, static_cast<uint32_t>(ci), d_.log_cq_cnt)) break;
+      if (!cqe_is_sw_owned(op_own, static_cast<uint32_t>(ci), rd(d_->log_cq_cnt))) break;
       fence_acquire_system();
       const uint16_t wqe_counter = bswap16(static_cast<uint16_t>(tail));
       const uint8_t opcode = cqe_opcode(op_own);
@@ -51,7 +51,7 @@ class CompletionQueue {
       // Tell the NIC how far we consumed (CQ doorbell record, 24-bit ci)
       // before handing out the credit: new WQEs may produce new CQEs, and the
       // NIC must already see the room they need.
-      dbr_store32(reinterpret_cast<volatile uint32_t*>(d_.cq_dbrec), bswap32(static_cast<uint32_t>(ci) & 0xffffffu));
+      dbr_store32(reinterpret_cast<volatile uint32_t*>(rd(d_->cq_dbrec)), bswap32(static_cast<uint32_t>(ci) & 0xffffffu));
       atomic_exchange(&st_->cq_ci, ci, __ATOMIC_RELAXED, Scope::agent);
       atomic_fetch_max(&st_->done, done, __ATOMIC_RELEASE, Scope::agent);
     }
@@ -67,18 +67,23 @@ class CompletionQueue {
         bswap32(atomic_load(reinterpret_cast<const uint32_t*>(cqe + 56), __ATOMIC_RELAXED, Scope::system));
     ErrorInfo e = {};
     e.code = RUST_GIN_ERR_CQE;
-    e.peer = d_.peer;
+    e.peer = rd(d_->peer);
     e.qpn = opcode_qpn & 0xffffffu;
     e.wqe_index = wqe_counter;
     e.vendor_syndrome = static_cast<uint8_t>(synd_word >> 16);  // byte 54
     e.syndrome = static_cast<uint8_t>(synd_word >> 24);         // byte 55
     e.wqe_opcode = static_cast<uint8_t>(opcode_qpn >> 24);
     // The first error CQE is the cause; flush errors that follow only count.
-    record_error(reinterpret_cast<rust_gin_error*>(d_.error), e);
+    record_error(reinterpret_cast<rust_gin_error*>(rd(d_->error)), e);
     atomic_exchange(&st_->failed, 1u, __ATOMIC_RELAXED, Scope::agent);
   }
 
-  const rust_gin_mlx5_sq d_;
+  template <typename T>
+  RG_INLINE static T rd(const T& field) {
+    return load_invariant(&field);
+  }
+
+  const rust_gin_mlx5_sq* d_;  // read-only: read field by field (rd), never copied
   rust_gin_mlx5_sq_state* st_;
 };
 

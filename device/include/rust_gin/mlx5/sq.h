@@ -13,14 +13,16 @@
 //             concurrent publishers share one doorbell.
 //
 // The batch entry point `post` runs the same steps over an array of requests,
-// which is how the host build (threads standing in for lanes) and the GPU's
-// wave wrapper (gin/wave.h) share every line of this logic.
+// and the wave layer (gin/lanes.h) runs the same steps with one leader per
+// queue. Every wait goes through wave::spin, so a lockstep wave on the CPU
+// runs these loops as a GPU wave would.
 #pragma once
 
 #include "rust_gin/abi/mlx5_queue.h"
 #include "rust_gin/core/error.h"
 #include "rust_gin/mlx5/cq.h"
 #include "rust_gin/mlx5/wqe.h"
+#include "rust_gin/port/wave.h"
 
 namespace rust_gin {
 namespace mlx5 {
@@ -38,39 +40,56 @@ RG_INLINE uint64_t doorbell_value(uint32_t qpn, uint64_t pi) {
 
 class SendQueue {
  public:
-  // The descriptor is copied: it is read-only, and a copy lets the compiler
-  // keep it in scalar registers across the fences and atomics below.
+  // The descriptor is read-only: it is not copied (a copy made through a
+  // per-lane pointer lives in vector registers all along), its fields are
+  // read where they are needed (rd), through a wave-uniform pointer with
+  // scalar loads.
   RG_INLINE explicit SendQueue(const rust_gin_mlx5_sq* d)
-      : d_(*d), st_(reinterpret_cast<rust_gin_mlx5_sq_state*>(d->state)), cq_(d) {}
+      : d_(d), st_(reinterpret_cast<rust_gin_mlx5_sq_state*>(load_invariant(&d->state))), cq_(d) {}
 
-  RG_INLINE uint32_t depth() const { return 1u << d_.log_wqe_cnt; }
+  RG_INLINE uint32_t depth() const { return 1u << rd(d_->log_wqe_cnt); }
   // Batches of at most a quarter of the queue, with a CQE requested at least
   // once per quarter, guarantee that a waiting producer always has a
   // signalled WQE of an earlier producer ahead of it (docs/architecture.md).
   RG_INLINE uint32_t max_batch() const { return depth() >> 2; }
   RG_INLINE bool failed() const { return atomic_load(&st_->failed, __ATOMIC_RELAXED, Scope::agent) != 0; }
-  RG_INLINE const rust_gin_mlx5_sq& desc() const { return d_; }
+  RG_INLINE const rust_gin_mlx5_sq& desc() const { return *d_; }
+  RG_INLINE uint64_t timeout_ns() const { return rd(d_->timeout_ns); }
 
   // --- the steps -------------------------------------------------------------
   RG_INLINE uint64_t reserve(uint32_t n) {
     return atomic_fetch_add(&st_->resv, static_cast<uint64_t>(n), __ATOMIC_RELAXED, Scope::agent);
   }
 
-  // Waits until WQEBBs [base, base+n) are free.
+  // Waits until WQEBBs [base, base+n) are free. Credit returns only for WQEs
+  // the NIC was told about, so a producer that must wait rings whatever is
+  // published but not rung first (an aggregated burst longer than the queue
+  // would otherwise wait for a doorbell nobody rings).
   RG_INLINE int wait_credit(uint64_t base, uint32_t n, Bound& bound) {
-    const uint64_t need = base + n - depth();
-    if (base + n <= depth()) return RUST_GIN_OK;
-    uint64_t done = atomic_load(&st_->done, __ATOMIC_ACQUIRE, Scope::agent);
-    while (done < need) {
-      if (failed()) return RUST_GIN_ERR_QP_FAILED;
+    // The fast path is the loop's first test, not an `if` around it: lanes
+    // that skip a loop wait at its end on hardware, and must in lockstep.
+    const uint64_t need = base + n > depth() ? base + n - depth() : 0;
+    return wave::spin([&] {
+      if (!need || atomic_load(&st_->done, __ATOMIC_ACQUIRE, Scope::agent) >= need) {
+        return static_cast<int>(RUST_GIN_OK);
+      }
+      if (failed()) return static_cast<int>(RUST_GIN_ERR_QP_FAILED);
+#if !defined(RUST_GIN_HAZARD_CREDIT_WAIT_WITHOUT_RING)
+      if (unrung()) ring();
+#endif
       cq_.poll();
-      done = atomic_load(&st_->done, __ATOMIC_ACQUIRE, Scope::agent);
-      if (done >= need) break;
+      const uint64_t done = atomic_load(&st_->done, __ATOMIC_ACQUIRE, Scope::agent);
+      if (done >= need) return static_cast<int>(RUST_GIN_OK);
       const int b = bound.check();
       if (b) return fail_wait(b, RUST_GIN_WAIT_SQ_CREDIT, need, done);
-      backoff();
-    }
-    return RUST_GIN_OK;
+      return wave::kSpinAgain;
+    });
+  }
+
+  // Published WQEs the doorbell has not announced yet.
+  RG_INLINE bool unrung() const {
+    return atomic_load(&st_->ready, __ATOMIC_RELAXED, Scope::agent) !=
+           atomic_load(&st_->rung, __ATOMIC_RELAXED, Scope::agent);
   }
 
   // Whether WQE i of the batch [base, base+n) requests a CQE: the last one,
@@ -78,17 +97,17 @@ class SendQueue {
   RG_INLINE bool wants_cqe(uint64_t base, uint32_t n, uint32_t i, const Request& r) const {
     if (r.flags & REQ_SIGNALED) return true;
     if (i + 1 != n) return false;
-    const uint32_t p = d_.log_signal_period;
+    const uint32_t p = rd(d_->log_signal_period);
     return ((base + n) >> p) != (base >> p);
   }
 
   RG_INLINE Wqe64 build(const Request& r, uint64_t index, bool cq_update) const {
-    return build_wqe(r, static_cast<uint16_t>(index), d_.qpn, cq_update);
+    return build_wqe(r, static_cast<uint16_t>(index), rd(d_->qpn), cq_update);
   }
 
   RG_INLINE void write(uint64_t index, const Wqe64& w) {
     typedef uint32_t u32x4 __attribute__((vector_size(16)));
-    u32x4* dst = reinterpret_cast<u32x4*>(d_.wqe_buf + ((index & (depth() - 1)) << SEND_WQE_SHIFT));
+    u32x4* dst = reinterpret_cast<u32x4*>(rd(d_->wqe_buf) + ((index & (depth() - 1)) << SEND_WQE_SHIFT));
     const u32x4* src = reinterpret_cast<const u32x4*>(w.w);
     dst[0] = src[0];
     dst[1] = src[1];
@@ -97,15 +116,24 @@ class SendQueue {
   }
 
   // Publishes [base, base+n) after every earlier ticket. `signaled_end` is
-  // base+n when the batch's last WQE requests a CQE, else 0.
+  // base+n when the batch's last WQE requests a CQE, else 0. Only one lane of
+  // a wave may wait here per queue: lanes spinning here together would wait
+  // for each other forever (gin/lanes.h posts accordingly).
   RG_INLINE int publish(uint64_t base, uint32_t n, uint64_t signaled_end, Bound& bound) {
-    uint64_t ready = atomic_load(&st_->ready, __ATOMIC_ACQUIRE, Scope::agent);
-    while (ready != base) {
-      // Not abortable: a producer that gave up here would leave its ticket
-      // unpublished and wedge the queue for everyone behind it.
-      if (bound.check() == RUST_GIN_ERR_TIMEOUT) return fail_wait(RUST_GIN_ERR_TIMEOUT, RUST_GIN_WAIT_SQ_PUBLISH, base, ready);
-      backoff();
-      ready = atomic_load(&st_->ready, __ATOMIC_ACQUIRE, Scope::agent);
+    {
+      const int s = wave::spin([&] {
+        const uint64_t ready = atomic_load(&st_->ready, __ATOMIC_ACQUIRE, Scope::agent);
+        if (ready == base) return static_cast<int>(RUST_GIN_OK);
+        // Behind a failed queue nothing will be published again: leave now.
+        if (failed()) return static_cast<int>(RUST_GIN_ERR_QP_FAILED);
+        // Not abortable: a producer that gave up here would leave its ticket
+        // unpublished and wedge the queue for everyone behind it.
+        if (bound.check() == RUST_GIN_ERR_TIMEOUT) {
+          return fail_wait(RUST_GIN_ERR_TIMEOUT, RUST_GIN_WAIT_SQ_PUBLISH, base, ready);
+        }
+        return wave::kSpinAgain;
+      });
+      if (s) return s;
     }
     if (signaled_end) atomic_fetch_max(&st_->last_signaled, signaled_end, __ATOMIC_RELAXED, Scope::agent);
     // Release at agent scope: the ringer's system-scope release that follows
@@ -115,19 +143,21 @@ class SendQueue {
   }
 
   // Rings for everything published so far, unless another producer holds the
-  // lock (it looks again after unlocking, so nothing is left unrung).
+  // lock (it looks again after unlocking, so nothing is left unrung). The
+  // loop is no wait: each turn rings for WQEs published meanwhile, and it
+  // ends as soon as a turn finds nothing new.
   RG_INLINE void ring() {
     for (;;) {
       if (atomic_exchange(&st_->ring_lock, 1u, __ATOMIC_ACQ_REL, Scope::agent) != 0) return;
       const uint64_t pi = atomic_load(&st_->ready, __ATOMIC_ACQUIRE, Scope::agent);
       if (pi != atomic_load(&st_->rung, __ATOMIC_RELAXED, Scope::agent)) {
-        volatile uint32_t* dbr = reinterpret_cast<volatile uint32_t*>(d_.dbrec) + SND_DBR;
+        volatile uint32_t* dbr = reinterpret_cast<volatile uint32_t*>(rd(d_->dbrec)) + SND_DBR;
 #if !defined(RUST_GIN_ISA_FAULT_MISSING_FENCE)
         fence_release_system();  // WQEs before the doorbell record
 #endif
         dbr_store32(dbr, bswap32(static_cast<uint32_t>(pi) & 0xffffu));
         fence_release_system();  // doorbell record before the doorbell
-        mmio_store64(reinterpret_cast<volatile uint64_t*>(d_.uar_db), doorbell_value(d_.qpn, pi));
+        mmio_store64(reinterpret_cast<volatile uint64_t*>(rd(d_->uar_db)), doorbell_value(rd(d_->qpn), pi));
         atomic_exchange(&st_->rung, pi, __ATOMIC_RELAXED, Scope::agent);
         atomic_fetch_add(&st_->doorbells, uint64_t{1}, __ATOMIC_RELAXED, Scope::agent);
       }
@@ -140,12 +170,14 @@ class SendQueue {
 
   // --- whole operations ------------------------------------------------------
   // Posts n requests in order (split into batches of at most max_batch()).
+  // For one lane: lanes of a wave that post to one queue must take turns
+  // (gin/lanes.h does), or they wait for each other in publish.
   // `req(i)` yields request i: an array read, or one value for a single
   // request, which then never takes a trip through (scratch) memory.
   template <RingPolicy R = RingPolicy::now, typename ReqAt>
   RG_INLINE int post(ReqAt req, uint32_t n, uint64_t* last = nullptr) {
     if (failed()) return RUST_GIN_ERR_QP_FAILED;
-    Bound bound(d_.timeout_ns);
+    Bound bound(rd(d_->timeout_ns));
     uint32_t first = 0;
     while (first < n) {
       const uint32_t left = n - first;
@@ -211,24 +243,33 @@ class SendQueue {
     return wait_done(target, RUST_GIN_WAIT_FLUSH, bound);
   }
   RG_INLINE int quiet() {
-    Bound bound(d_.timeout_ns);
+    Bound bound(rd(d_->timeout_ns));
     return quiet(bound);
   }
 
-  // Waits until `done` reaches target, polling the CQ.
+  // Waits until `done` reaches target, polling the CQ. Ends with a
+  // system-scope acquire by the waiting lane itself: the lane that polled
+  // the CQE may run on another CU, and what the NIC wrote into memory (a
+  // READ's data) must not be read from this CU's stale caches.
   RG_INLINE int wait_done(uint64_t target, uint8_t what, Bound& bound) {
-    uint64_t done = atomic_load(&st_->done, __ATOMIC_ACQUIRE, Scope::agent);
-    while (done < target) {
+    const int s = wait_done_relaxed(target, what, bound);
+    fence_acquire_system();
+    return s;
+  }
+  RG_INLINE int wait_done_relaxed(uint64_t target, uint8_t what, Bound& bound) {
+    return wave::spin([&] {
+      if (atomic_load(&st_->done, __ATOMIC_ACQUIRE, Scope::agent) >= target) {
+        return static_cast<int>(failed() ? RUST_GIN_ERR_QP_FAILED : RUST_GIN_OK);
+      }
       const int s = cq_.poll();
       if (s) return s;
-      done = atomic_load(&st_->done, __ATOMIC_ACQUIRE, Scope::agent);
-      if (done >= target) break;
-      if (failed()) return RUST_GIN_ERR_QP_FAILED;
+      const uint64_t done = atomic_load(&st_->done, __ATOMIC_ACQUIRE, Scope::agent);
+      if (done >= target) return static_cast<int>(failed() ? RUST_GIN_ERR_QP_FAILED : RUST_GIN_OK);
+      if (failed()) return static_cast<int>(RUST_GIN_ERR_QP_FAILED);
       const int b = bound.check();
       if (b) return fail_wait(b, what, target, done);
-      backoff();
-    }
-    return failed() ? RUST_GIN_ERR_QP_FAILED : RUST_GIN_OK;
+      return wave::kSpinAgain;
+    });
   }
 
   RG_INLINE int poll() { return cq_.poll(); }
@@ -241,18 +282,23 @@ class SendQueue {
     if (why != RUST_GIN_ERR_TIMEOUT) return why;
     ErrorInfo e = {};
     e.code = RUST_GIN_ERR_TIMEOUT;
-    e.peer = d_.peer;
-    e.qpn = d_.qpn;
+    e.peer = rd(d_->peer);
+    e.qpn = rd(d_->qpn);
     e.wqe_index = static_cast<uint32_t>(expected & 0xffff);
     e.wait_kind = what;
     e.expected = expected;
     e.observed = observed;
-    record_error(reinterpret_cast<rust_gin_error*>(d_.error), e);
+    record_error(reinterpret_cast<rust_gin_error*>(rd(d_->error)), e);
     atomic_exchange(&st_->failed, 1u, __ATOMIC_RELAXED, Scope::agent);
     return RUST_GIN_ERR_TIMEOUT;
   }
 
-  const rust_gin_mlx5_sq d_;
+  template <typename T>
+  RG_INLINE static T rd(const T& field) {
+    return load_invariant(&field);
+  }
+
+  const rust_gin_mlx5_sq* d_;
   rust_gin_mlx5_sq_state* st_;
   CompletionQueue cq_;
 };

@@ -26,6 +26,36 @@ RG_INLINE uint8_t fm_ce_se_of(const Request& r, bool cq_update) {
   return f;
 }
 
+// The largest inline payload: operand0's 8 bytes (ctrl + raddr + inline
+// header + 8 bytes = 44 bytes, DS 3, one WQEBB).
+constexpr uint32_t kMaxInline = 8;
+// The largest message of one RC WQE (2^31 bytes).
+constexpr uint32_t kMaxMessage = 0x80000000u;
+constexpr uint8_t kKnownFlags = REQ_SIGNALED | REQ_FENCE | REQ_SMALL_FENCE | REQ_INLINE | REQ_SOLICITED;
+
+// Whether build_wqe can encode `r` as the NIC will read it. Refused: unknown
+// opcodes and flags; a WRITE or READ of 0 bytes (a data segment's
+// byte_count of 0 means 2 GiB to mlx5) or of more than 2 GiB; inline data
+// other than 1..8 bytes, or on anything but a WRITE; atomics not of 8 bytes.
+RG_INLINE bool request_valid(const Request& r) {
+  if (r.flags & ~kKnownFlags) return false;
+  const bool inl = (r.flags & REQ_INLINE) != 0;
+  switch (r.opcode) {
+    case OP_NOP:
+      return !inl;
+    case OP_RDMA_WRITE:
+    case OP_RDMA_WRITE_IMM:
+      return inl ? r.length >= 1 && r.length <= kMaxInline : r.length >= 1 && r.length <= kMaxMessage;
+    case OP_RDMA_READ:
+      return !inl && r.length >= 1 && r.length <= kMaxMessage;
+    case OP_ATOMIC_FA:
+    case OP_ATOMIC_CS:
+      return !inl && r.length == 8;
+    default:
+      return false;
+  }
+}
+
 // Every WQE this library posts is one WQEBB: ctrl + raddr + data (DS 3),
 // ctrl + raddr + inline (DS 3), ctrl + raddr + atomic + data (DS 4), or a
 // lone ctrl (NOP, DS 1). Keeping to one WQEBB lets completion credit be

@@ -23,11 +23,16 @@
 #define RG_GLOBAL
 #endif
 
-// Everything internal is forced inline, as DOCA GPUNetIO and rocSHMEM do:
-// a call costs registers and spills on the GPU, and the ISA checks want the
-// whole ring sequence in the entry point's own instruction stream.
+// Everything on the common path is forced inline, as DOCA GPUNetIO and
+// rocSHMEM do: a call costs registers and spills on the GPU, and the ISA
+// checks want the whole ring sequence in the entry point's own instruction
+// stream. Rare paths (error recording, argument errors, >1 GiB transfers)
+// are kept out of line with RG_NOINLINE, so that their registers are not
+// live across the common path (a callee's registers still count toward the
+// kernel's total, so a callee must itself be small). `inline` only for the
+// linkage: these live in headers.
 #define RG_INLINE RG_DEV __attribute__((always_inline)) inline
-#define RG_NOINLINE RG_DEV __attribute__((noinline))
+#define RG_NOINLINE RG_DEV __attribute__((noinline)) inline
 
 #define RG_LIKELY(x) __builtin_expect(!!(x), 1)
 #define RG_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -65,45 +70,89 @@ enum class Scope : int {
 
 #if RG_GPU
 #define RG_SCOPE_ARG(s) static_cast<int>(s)
+// s_waitcnt vmcnt(0) on gfx9 (expcnt and lgkmcnt left at their maximum).
+#define RG_WAITCNT_VMCNT0 0x0F70
+
+// Every release at agent or system scope is spelt out: the release fence
+// (gfx90a: `buffer_wbl2` for system scope, nothing for agent scope;
+// gfx942/950: `buffer_wbl2 sc0 sc1` for system scope, `buffer_wbl2 sc1` for
+// agent scope), then an explicit `s_waitcnt vmcnt(0)`, then the atomic itself
+// without its release part. The explicit wait is not redundant: clang 22 for
+// gfx942 drops the fence's own wait after the write-back when no load is
+// outstanding (LLVM PR 178316; the ISA checks caught it in the post path),
+// which would let the next store overtake the write-back. When nothing is in
+// flight it costs nothing. The ISA checks hold every kernel to "a write-back
+// is followed by vmcnt(0) before the next vector-memory access".
+RG_INLINE void fence_release(Scope s) {
+  if (s == Scope::system) {
+    __builtin_amdgcn_fence(__ATOMIC_RELEASE, "");
+  } else if (s == Scope::agent) {
+    __builtin_amdgcn_fence(__ATOMIC_RELEASE, "agent");
+  } else if (s == Scope::block) {
+    __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
+    return;
+  } else {
+    __builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront");
+    return;
+  }
+  __builtin_amdgcn_s_waitcnt(RG_WAITCNT_VMCNT0);
+}
+
+// The order an atomic keeps once release_first() has issued its release
+// part as a fence: release becomes relaxed, acq_rel becomes acquire.
+// Wave- and workgroup-scope orders stay as they are (no write-back there).
+RG_INLINE int release_first(int order, Scope s) {
+  if (s != Scope::agent && s != Scope::system) return order;
+  if (order == __ATOMIC_RELEASE) {
+    fence_release(s);
+    return __ATOMIC_RELAXED;
+  }
+  if (order == __ATOMIC_ACQ_REL) {
+    fence_release(s);
+    return __ATOMIC_ACQUIRE;
+  }
+  return order;  // relaxed, consume, acquire; seq_cst is not used
+}
+
 template <typename T>
 RG_INLINE T atomic_load(const T* p, int order, Scope s) {
   return __hip_atomic_load(const_cast<T*>(p), order, RG_SCOPE_ARG(s));
 }
 template <typename T>
 RG_INLINE void atomic_store(T* p, T v, int order, Scope s) {
+  order = release_first(order, s);
   __hip_atomic_store(p, v, order, RG_SCOPE_ARG(s));
 }
 template <typename T>
 RG_INLINE T atomic_fetch_add(T* p, T v, int order, Scope s) {
+  order = release_first(order, s);
   return __hip_atomic_fetch_add(p, v, order, RG_SCOPE_ARG(s));
 }
 template <typename T>
 RG_INLINE T atomic_fetch_max(T* p, T v, int order, Scope s) {
+  order = release_first(order, s);
   return __hip_atomic_fetch_max(p, v, order, RG_SCOPE_ARG(s));
 }
 template <typename T>
 RG_INLINE T atomic_exchange(T* p, T v, int order, Scope s) {
+  order = release_first(order, s);
   return __hip_atomic_exchange(p, v, order, RG_SCOPE_ARG(s));
 }
 template <typename T>
 RG_INLINE bool atomic_cas(T* p, T* expected, T desired, int order, Scope s) {
+  order = release_first(order, s);
   return __hip_atomic_compare_exchange_strong(p, expected, desired, order,
                                               __ATOMIC_RELAXED, RG_SCOPE_ARG(s));
 }
-// s_waitcnt vmcnt(0) on gfx9 (expcnt and lgkmcnt left at their maximum).
-#define RG_WAITCNT_VMCNT0 0x0F70
 // System-scope release: on gfx90a `buffer_wbl2`, on gfx942/950
 // `buffer_wbl2 sc0 sc1`, then `s_waitcnt vmcnt(0)`; the ISA checks hold us
-// to that. The explicit wait is not redundant: clang 22 for gfx942 drops the
-// fence's own wait after the write-back when no load is outstanding (the ISA
-// checks caught it in the post path), which would let the doorbell-record
-// store overtake the write-back. When nothing is in flight it costs nothing.
-RG_INLINE void fence_release_system() {
-  __builtin_amdgcn_fence(__ATOMIC_RELEASE, "");
-  __builtin_amdgcn_s_waitcnt(RG_WAITCNT_VMCNT0);
-}
+// to that (see fence_release for why the wait is explicit).
+RG_INLINE void fence_release_system() { fence_release(Scope::system); }
 RG_INLINE void fence_acquire_system() { __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, ""); }
-RG_INLINE void fence_acq_rel_agent() { __builtin_amdgcn_fence(__ATOMIC_ACQ_REL, "agent"); }
+RG_INLINE void fence_acq_rel_agent() {
+  fence_release(Scope::agent);
+  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "agent");
+}
 RG_INLINE void backoff() { __builtin_amdgcn_s_sleep(1); }
 // s_memrealtime runs at a constant 100 MHz on gfx90a/gfx942/gfx950.
 RG_INLINE uint64_t clock_ns() { return __builtin_amdgcn_s_memrealtime() * 10ull; }
@@ -177,6 +226,37 @@ RG_INLINE void dbr_store32(volatile uint32_t* dbr, uint32_t value) {
   __hip_atomic_store(const_cast<uint32_t*>(dbr), value, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
 #else
   rust_gin_host_dbr_write32(dbr, value);
+#endif
+}
+
+// The identity, for a 64-bit value that is the same on every active lane
+// (a readlane's result, or a value compared equal to one). On the GPU it is
+// read from the first active lane, which keeps it in scalar registers: where
+// a branch is guarded by `divergent == uniform`, GVN substitutes the
+// divergent value for the uniform one inside it, and a descriptor that
+// should be read with scalar loads through a scalar pointer is read with
+// vector loads through a vector one (more VGPRs). Not a wave primitive in
+// the lockstep sense: no lane waits for another, since all hold the value.
+RG_INLINE uint64_t assume_uniform(uint64_t v) {
+#if RG_GPU
+  const uint32_t lo = __builtin_amdgcn_readfirstlane(static_cast<uint32_t>(v));
+  const uint32_t hi = __builtin_amdgcn_readfirstlane(static_cast<uint32_t>(v >> 32));
+  return (static_cast<uint64_t>(hi) << 32) | lo;
+#else
+  return v;
+#endif
+}
+
+// Reads a field of read-only memory (a queue descriptor, set up before any
+// kernel runs). On the GPU through the constant address space: through a
+// wave-uniform pointer that is a scalar load into scalar registers, and the
+// compiler may reload it instead of keeping it live in vector registers.
+template <typename T>
+RG_INLINE T load_invariant(const T* p) {
+#if RG_GPU
+  return *(const __attribute__((address_space(4))) T*)p;
+#else
+  return *p;
 #endif
 }
 
