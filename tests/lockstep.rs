@@ -295,9 +295,9 @@ fn hazard_lanes_posting_to_one_queue_on_their_own_deadlock_in_a_wave() {
 
 #[test]
 fn hazard_a_deferred_burst_longer_than_the_queue_waits_for_a_doorbell_nobody_rings() {
-    let burst: Vec<rust_gin_mlx5_request> = (0..3 * 64).map(|i| write_inline(i, 8, 0, 0)).collect();
+    const BURST: u64 = 3 * 64; // three queues' worth
     let b = bed(6, 300 * MS);
-    let burst_b: Vec<_> = (0..burst.len() as u64).map(|i| b.write(i)).collect();
+    let burst_b: Vec<_> = (0..BURST).map(|i| b.write(i)).collect();
     // SAFETY: a live queue and burst_b.len() requests.
     let s = unsafe { rust_gin_hazard_post_deferred_no_ring(b.q(), burst_b.as_ptr(), burst_b.len() as u32) };
     assert_eq!(s, RUST_GIN_ERR_TIMEOUT as i32, "the old credit wait never rings");
@@ -306,7 +306,7 @@ fn hazard_a_deferred_burst_longer_than_the_queue_waits_for_a_doorbell_nobody_rin
     // The fix, from one lane and from a wave of 64 lanes: bursts of any
     // length complete.
     let b = bed(6, 30_000 * MS);
-    let burst_b: Vec<_> = (0..burst.len() as u64).map(|i| b.write(i)).collect();
+    let burst_b: Vec<_> = (0..BURST).map(|i| b.write(i)).collect();
     // SAFETY: as above.
     assert_eq!(unsafe { dev::rust_gin_mlx5_post_deferred(b.q(), burst_b.as_ptr(), burst_b.len() as u32) }, 0);
     let st = statuses(lanes(64), |l| {
@@ -316,7 +316,7 @@ fn hazard_a_deferred_burst_longer_than_the_queue_waits_for_a_doorbell_nobody_rin
     });
     assert!(st.iter().all(|s| *s == 0), "{st:?} {:?}", b.link.sq.error());
     b.link.sq.quiet().unwrap();
-    assert_eq!(b.link.sq.state().done, 192 + 64 * 96);
+    assert_eq!(b.link.sq.state().done, BURST + 64 * 96);
 }
 
 #[test]
@@ -356,32 +356,24 @@ fn waits_behind_a_failed_queue_return_at_once() {
 fn mlx5_entry_points_refuse_what_the_nic_would_misread() {
     let b = bed(6, 1_000 * MS);
     let good = b.write(1);
-    let mut bad = Vec::new();
-    let mut inline0 = good;
-    inline0.length = 0;
-    bad.push(("inline of 0 bytes", inline0));
-    let mut inline9 = good;
-    inline9.length = 9;
-    bad.push(("inline of 9 bytes", inline9));
+    let with = |mut r: rust_gin_mlx5_request, f: &dyn Fn(&mut rust_gin_mlx5_request)| {
+        f(&mut r);
+        r
+    };
     let w0 = write(b.a.addr(0), b.a.mr.lkey, b.a.addr(64), b.a.mr.rkey, 0);
-    bad.push(("WRITE of 0 bytes (byte_count 0 is 2 GiB)", w0));
-    let r0 = read(b.a.addr(0), b.a.mr.lkey, b.a.addr(64), b.a.mr.rkey, 0);
-    bad.push(("READ of 0 bytes", r0));
-    let mut rinl = read(b.a.addr(0), b.a.mr.lkey, b.a.addr(64), b.a.mr.rkey, 8);
-    rinl.flags = RUST_GIN_REQ_INLINE as u8;
-    bad.push(("inline READ", rinl));
-    let mut big = w0;
-    big.length = 0x8000_0001;
-    bad.push(("WRITE over 2 GiB", big));
-    let mut fa4 = fetch_add(b.a.addr(0), b.a.mr.lkey, b.a.addr(64), b.a.mr.rkey, 1);
-    fa4.length = 4;
-    bad.push(("4-byte atomic", fa4));
-    let mut op = good;
-    op.opcode = 0x7f;
-    bad.push(("unknown opcode", op));
-    let mut fl = good;
-    fl.flags |= 0x80;
-    bad.push(("unknown flag", fl));
+    let r8 = read(b.a.addr(0), b.a.mr.lkey, b.a.addr(64), b.a.mr.rkey, 8);
+    let fa = fetch_add(b.a.addr(0), b.a.mr.lkey, b.a.addr(64), b.a.mr.rkey, 1);
+    let bad = [
+        ("inline of 0 bytes", with(good, &|r| r.length = 0)),
+        ("inline of 9 bytes", with(good, &|r| r.length = 9)),
+        ("WRITE of 0 bytes (byte_count 0 is 2 GiB)", w0),
+        ("READ of 0 bytes", with(r8, &|r| r.length = 0)),
+        ("inline READ", with(r8, &|r| r.flags = RUST_GIN_REQ_INLINE as u8)),
+        ("WRITE over 2 GiB", with(w0, &|r| r.length = 0x8000_0001)),
+        ("4-byte atomic", with(fa, &|r| r.length = 4)),
+        ("unknown opcode", with(good, &|r| r.opcode = 0x7f)),
+        ("unknown flag", with(good, &|r| r.flags |= 0x80)),
+    ];
     for (what, r) in bad {
         let list = [good, r];
         // SAFETY: a live queue and two requests.
@@ -501,7 +493,7 @@ impl World {
     fn ok(&self, what: &str, s: i32) {
         assert_eq!(s, 0, "{what}: {:?}", self.error().map(|e| e.to_string()));
     }
-    /// Rank `to`'s slot for (sender 0, lane, round).
+    /// Bytes of rank `to`'s destination window.
     fn dst_bytes(&self, to: usize, off: usize, len: usize) -> Vec<u8> {
         let mut v = vec![0u8; len];
         self.dst[to].buf.read(off, &mut v);
@@ -513,7 +505,6 @@ impl World {
         v
     }
     fn signal(&self, rank: usize, ctx: u32, id: u32) -> u64 {
-        let _ = rank;
         // SAFETY: the host build of the device library, on a live handle.
         unsafe { dev::rust_gin_signal_read(self.h[rank] as *const c_void, ctx, id) }
     }

@@ -193,19 +193,19 @@ RG_EXTERN_C RG_DEV int rust_gin_get(const void* handle, uint32_t context, uint32
   if ((s = check_window(x, peer, remote_window, remote_off, bytes))) return s;
   if ((s = check_window(x, peer, local_window, local_off, bytes))) return s;
   const rust_gin_window* local = static_cast<const rust_gin_window*>(local_window);
-  // Chunks of at most 1 GiB; lanes with fewer chunks wait at the region's end.
-  wave::Region r(true);
+  // Chunks of at most 1 GiB; lanes with fewer chunks wait at the function's
+  // end (RG_WAVE_ENTRY) for the others.
   for (uint64_t off = 0; off < bytes; off += kMaxChunk) {
     const uint64_t len = bytes - off < kMaxChunk ? bytes - off : kMaxChunk;
-    Request q = {};
-    q.opcode = OP_RDMA_READ;
-    q.length = static_cast<uint32_t>(len);
-    q.lkey = local->lkey;
-    q.laddr = local->local_base + local_off + off;
-    q.raddr = remote(remote_window, peer).base + remote_off + off;
-    q.rkey = remote(remote_window, peer).rkey;
+    Request r = {};
+    r.opcode = OP_RDMA_READ;
+    r.length = static_cast<uint32_t>(len);
+    r.lkey = local->lkey;
+    r.laddr = local->local_base + local_off + off;
+    r.raddr = remote(remote_window, peer).base + remote_off + off;
+    r.rkey = remote(remote_window, peer).rkey;
     const bool last = off + len >= bytes;
-    if ((s = post(x, peer, q, q, 1, last ? flags : flags & ~RUST_GIN_FLAG_AGGREGATE, false))) return s;
+    if ((s = post(x, peer, r, r, 1, last ? flags : flags & ~RUST_GIN_FLAG_AGGREGATE, false))) return s;
   }
   return RUST_GIN_OK;
 }

@@ -106,17 +106,13 @@ struct Lane {
   uint64_t result = 0;
 };
 
-struct Frame {
-  uint64_t members;
-};
-
 struct Wave {
   void* sched_sp = nullptr;
   Lane lanes[64];
   uint64_t live = 0;
   uint64_t spin_group = 0;
   uint64_t cur_spin = 0;
-  Frame frames[80];
+  uint64_t frames[80];  // lanes of each open region; frames[0] is the wave
   int depth = 0;
   rust_gin_ls_lane_fn fn = nullptr;
   void* ctx = nullptr;
@@ -249,7 +245,7 @@ void step_spin(Wave* w) {
 void decide(Wave* w) {
   if (w->spin_group & w->live) return step_spin(w);
   w->spin_group = 0;
-  const uint64_t top = w->frames[w->depth].members & w->live;
+  const uint64_t top = w->frames[w->depth] & w->live;
   const uint64_t at_end = lanes_where(w, top, Req::region_end);
   const uint64_t active = top & ~at_end;
   if (!active) {
@@ -313,7 +309,7 @@ void decide(Wave* w) {
         note(w, "regions nested too deep at %s:%d", first.file, first.line);
         return resume(w, g, 0);
       }
-      w->frames[++w->depth].members = g;
+      w->frames[++w->depth] = g;
       // Each lane learns its own condition.
       for (uint64_t r = g; r; r &= r - 1) {
         Lane& l = w->lanes[__builtin_ctzll(r)];
@@ -364,7 +360,7 @@ uint64_t rust_gin_lockstep_run(uint64_t exec, rust_gin_ls_lane_fn fn, void* ctx,
   Wave* w = new Wave();
   w->fn = fn;
   w->ctx = ctx;
-  w->frames[0].members = exec;
+  w->frames[0] = exec;
   for (uint32_t i = 0; i < 64; ++i) {
     Lane& l = w->lanes[i];
     l.wave = w;

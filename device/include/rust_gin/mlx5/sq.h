@@ -53,7 +53,6 @@ class SendQueue {
   // signalled WQE of an earlier producer ahead of it (docs/architecture.md).
   RG_INLINE uint32_t max_batch() const { return depth() >> 2; }
   RG_INLINE bool failed() const { return atomic_load(&st_->failed, __ATOMIC_RELAXED, Scope::agent) != 0; }
-  RG_INLINE const rust_gin_mlx5_sq& desc() const { return *d_; }
   RG_INLINE uint64_t timeout_ns() const { return rd(d_->timeout_ns); }
 
   // --- the steps -------------------------------------------------------------
@@ -252,12 +251,7 @@ class SendQueue {
   // the CQE may run on another CU, and what the NIC wrote into memory (a
   // READ's data) must not be read from this CU's stale caches.
   RG_INLINE int wait_done(uint64_t target, uint8_t what, Bound& bound) {
-    const int s = wait_done_relaxed(target, what, bound);
-    fence_acquire_system();
-    return s;
-  }
-  RG_INLINE int wait_done_relaxed(uint64_t target, uint8_t what, Bound& bound) {
-    return wave::spin([&] {
+    const int status = wave::spin([&] {
       if (atomic_load(&st_->done, __ATOMIC_ACQUIRE, Scope::agent) >= target) {
         return static_cast<int>(failed() ? RUST_GIN_ERR_QP_FAILED : RUST_GIN_OK);
       }
@@ -270,6 +264,8 @@ class SendQueue {
       if (b) return fail_wait(b, what, target, done);
       return wave::kSpinAgain;
     });
+    fence_acquire_system();
+    return status;
   }
 
   RG_INLINE int poll() { return cq_.poll(); }

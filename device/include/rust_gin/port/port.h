@@ -23,14 +23,12 @@
 #define RG_GLOBAL
 #endif
 
-// Everything on the common path is forced inline, as DOCA GPUNetIO and
-// rocSHMEM do: a call costs registers and spills on the GPU, and the ISA
-// checks want the whole ring sequence in the entry point's own instruction
-// stream. Rare paths (error recording, argument errors, >1 GiB transfers)
-// are kept out of line with RG_NOINLINE, so that their registers are not
-// live across the common path (a callee's registers still count toward the
-// kernel's total, so a callee must itself be small). `inline` only for the
-// linkage: these live in headers.
+// Everything internal is forced inline, as DOCA GPUNetIO and rocSHMEM do:
+// a call costs registers and spills on the GPU, and the ISA checks want the
+// whole ring sequence in the entry point's own instruction stream. Moving
+// rare paths (error recording) out of line was measured and made kernels
+// larger (call ABI registers, callee-saved VGPRs), so nothing uses
+// RG_NOINLINE today; `inline` there is for the linkage of header code.
 #define RG_INLINE RG_DEV __attribute__((always_inline)) inline
 #define RG_NOINLINE RG_DEV __attribute__((noinline)) inline
 
