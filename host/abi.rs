@@ -4,3 +4,14 @@
 #![allow(clippy::all)]
 
 include!(concat!(env!("OUT_DIR"), "/abi.rs"));
+
+impl rust_gin_mlx5_sq {
+    /// The local byte a flush after READs has the NIC read (a DUMP WQE, see
+    /// abi/mlx5_queue.h): it must lie in memory READs write, registered for
+    /// local access under `lkey`.
+    pub fn with_read_flush(mut self, addr: u64, lkey: u32) -> Self {
+        self.flush_addr = addr;
+        self.flush_lkey = lkey;
+        self
+    }
+}

@@ -39,6 +39,7 @@ pub struct Config {
     pub emu_fabric: EmuFabric,
     pub emu_progress: EmuProgress,
     pub emu_mtu: usize,
+    pub emu_read_delay_us: u64,
     pub nic_filter: Option<String>,
     pub ib_port: u8,
     pub gid_index: i32,
@@ -57,6 +58,7 @@ impl Default for Config {
             emu_fabric: EmuFabric::Local("default".into()),
             emu_progress: EmuProgress::Thread,
             emu_mtu: 4096,
+            emu_read_delay_us: 0,
             nic_filter: None,
             ib_port: 1,
             gid_index: -1,
@@ -77,6 +79,7 @@ pub const KNOBS: &[(&str, &str, &str)] = &[
     ("RCCL_RUST_GIN_EMU_FABRIC", "local:default", "emu only: local:<name> (ranks as threads) or shm:<name> (ranks as processes)"),
     ("RCCL_RUST_GIN_EMU_PROGRESS", "thread", "emu only: thread (a polling thread per NIC) or proxy (RCCL's ginProgress drives it)"),
     ("RCCL_RUST_GIN_EMU_MTU", "4096", "emu only: packet payload size"),
+    ("RCCL_RUST_GIN_EMU_READ_DELAY_US", "0", "emu only: READ data lands up to this long after its CQE unless a flush (DUMP) lands it; 0 = at once (a fault model for tests)"),
     ("RCCL_RUST_GIN_NIC", "(all mlx5 devices)", "mlx5 only: comma-separated device names to use"),
     ("RCCL_RUST_GIN_IB_PORT", "1", "mlx5 only: port number"),
     ("RCCL_RUST_GIN_GID_INDEX", "-1", "mlx5 only: GID index for RoCE; -1 picks a RoCE v2 IPv4-mapped GID"),
@@ -154,6 +157,9 @@ impl Config {
             if !c.emu_mtu.is_power_of_two() {
                 return Err(Error::InvalidArgument(format!("RCCL_RUST_GIN_EMU_MTU={v} is not a power of two")));
             }
+        }
+        if let Some(v) = get("RCCL_RUST_GIN_EMU_READ_DELAY_US") {
+            c.emu_read_delay_us = number("RCCL_RUST_GIN_EMU_READ_DELAY_US", &v, 0u64, 60_000_000)?;
         }
         c.nic_filter = get("RCCL_RUST_GIN_NIC");
         if let Some(v) = get("RCCL_RUST_GIN_IB_PORT") {

@@ -8,7 +8,8 @@ mod emu;
 use emu::*;
 use rccl_rust_gin::abi::RUST_GIN_REQ_SMALL_FENCE;
 use rccl_rust_gin::device::DeviceStatus;
-use rccl_rust_gin::emu::{Access, Fabric};
+use rccl_rust_gin::emu::{Access, Fabric, NicConfig};
+use std::time::Duration;
 use rccl_rust_gin::mlx5::wire::{opcode, syndrome};
 
 const SECOND: u64 = 1_000_000_000;
@@ -230,4 +231,71 @@ fn full_queue_waits_for_credit_while_the_nic_runs() {
     let st = link.sq.state();
     assert_eq!(st.resv, st.done, "quiet means everything is credited back");
     assert!(link.sq.error().is_none());
+}
+
+/// READ data may reach memory after the READ's CQE (PCIe writes the GPU
+/// memory path does not order with the CQE): the model holds it back, a
+/// flush without a DUMP returns with the data still missing, and a flush
+/// with one (fenced behind the READ, its local read unable to pass the
+/// data's writes) returns with the data in memory.
+#[test]
+fn read_data_lands_after_its_cqe_unless_a_dump_flushes_it() {
+    let fabric = Fabric::threads();
+    let lagging = NicConfig { name: "a".into(), read_data_delay: Some(Duration::from_secs(600)), ..Default::default() };
+    let a = Side::with_config(&fabric, lagging, 1 << 16, ALL);
+    let b = Side::new(&fabric, "b", 1 << 16, ALL);
+    let pattern: Vec<u8> = (0..4096u32).map(|i| (i * 13 + 5) as u8).collect();
+    b.buf.write(0, &pattern);
+    a.nic.start_polling();
+    b.nic.start_polling();
+    let bytes = |off: usize| {
+        let mut v = vec![0u8; 4096];
+        a.buf.read(off, &mut v);
+        v
+    };
+
+    // No flush byte: quiet waits for a NOP behind the READ, nothing more.
+    let plain = Link::new(&a, &b, 6, 10 * SECOND);
+    plain.sq.post(&[read(a.addr(4096), a.mr.lkey, b.addr(0), b.mr.rkey, 4096)]).unwrap();
+    plain.sq.quiet().unwrap();
+    assert_eq!(plain.sq.state().done, 2, "the READ and the flush's NOP completed");
+    assert_eq!(bytes(4096), vec![0u8; 4096], "the model holds READ data back after its CQE");
+    let c = a.nic.counters();
+    assert_eq!((c.dumps, c.nops), (0, 1), "a flush without a flush byte posts a NOP");
+    assert!(c.read_writes_delayed >= 1);
+
+    // With one: quiet posts a fenced DUMP, which lands what is on its way.
+    let flushing = Link::with_read_flush(&a, &b, 6, 10 * SECOND, 60000);
+    flushing.sq.post(&[read(a.addr(8192), a.mr.lkey, b.addr(0), b.mr.rkey, 4096)]).unwrap();
+    flushing.sq.quiet().unwrap();
+    assert_eq!(bytes(8192), pattern, "data of the READ the DUMP covers");
+    assert_eq!(bytes(4096), pattern, "a DUMP lands every earlier READ's data of its NIC");
+    let st = flushing.sq.state();
+    assert_eq!((st.read_end, st.dump_end, st.done), (1, 2, 2), "READ at 0, DUMP at 1");
+    let c = a.nic.counters();
+    assert_eq!(c.dumps, 1);
+    assert!(c.read_writes_landed_by_dump >= 2, "{c:?}");
+
+    // No READ since the last DUMP: the next flush posts none, and waits for
+    // the newest WQE's own CQE.
+    flushing.sq.post(&[signaled(write(a.addr(0), a.mr.lkey, b.addr(8192), b.mr.rkey, 64))]).unwrap();
+    flushing.sq.quiet().unwrap();
+    assert_eq!(a.nic.counters().dumps, 1, "no READ since the last DUMP: no DUMP");
+    assert_eq!(flushing.sq.state().done, 3);
+}
+
+/// The DUMP's own local access is checked like any data segment.
+#[test]
+fn a_dump_with_a_bad_lkey_is_a_local_protection_error() {
+    error_case(
+        |a, _| rccl_rust_gin::abi::rust_gin_mlx5_request {
+            opcode: opcode::DUMP,
+            length: 1,
+            lkey: a.mr.lkey ^ 0x100,
+            laddr: a.addr(0),
+            ..Default::default()
+        },
+        syndrome::LOCAL_PROT_ERR,
+        "DUMP with a bad lkey",
+    );
 }

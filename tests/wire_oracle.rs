@@ -259,12 +259,19 @@ fn rust_rows() -> Vec<Row> {
     ]
 }
 
+/// The flush-after-READ WQE's opcode: rdma-core's mlx5dv.h does not define it.
+const DUMP_OPCODE: u64 = 0x23;
+const DUMP_SOURCE: &str = "Linux include/linux/mlx5/qp.h: MLX5_OPCODE_DUMP = 0x23 (also NCCL's DOCA GPUNetIO \
+     copy: DOCA_GPUNETIO_IB_MLX5_OPCODE_DUMP, written by doca_gpu_dev_verbs_wqe_prepare_dump as ctrl + one data segment)";
+
 /// Values mlx5dv.h does not state, with the rdma-core source that does. The
 /// test holds these values; C++ and Rust must both equal them. Closed list:
 /// a new entry needs a citation here.
 const OUTSIDE_MLX5DV: &[(&str, u64, &str)] = &[
     ("MAX_DS", 0x3f, "rdma-core providers/mlx5/qp.c reads the DS field as be32toh(ctrl->qpn_ds) & 0x3F"),
     ("UAR_DB_OFFSET", 0x800, "rdma-core providers/mlx5/mlx5.h: MLX5_BF_OFFSET = 0x800"),
+    ("opcode::DUMP", DUMP_OPCODE, DUMP_SOURCE),
+    ("OP_DUMP", DUMP_OPCODE, DUMP_SOURCE),
     ("ctrl::CE_MASK", 3 << 2, "fm_ce_se bits 3:2 (CE); MLX5_WQE_CTRL_CQ_UPDATE = 2 << 2 is one of its values"),
     (
         "ctrl::FM_MASK",
@@ -278,6 +285,7 @@ fn rust_outside() -> Vec<(&'static str, u64)> {
     vec![
         ("MAX_DS", MAX_DS as u64),
         ("UAR_DB_OFFSET", UAR_DB_OFFSET as u64),
+        ("opcode::DUMP", opcode::DUMP as u64),
         ("ctrl::CE_MASK", ctrl::CE_MASK as u64),
         ("ctrl::FM_MASK", ctrl::FM_MASK as u64),
     ]
@@ -725,6 +733,12 @@ fn rdma_core_wqe(c: &Case) -> [u8; 64] {
                     + size_of::<dv::mlx5_wqe_data_seg>())
                     / 16) as u8;
             }
+            // Not an rdma-core WQE: ctrl + one data segment (DOCA's
+            // prepare_dump), composed with rdma-core's segment setters.
+            op if op as u64 == DUMP_OPCODE => {
+                dv::mlx5dv_set_data_seg(base.add(off) as *mut _, r.length, r.lkey, r.laddr as usize);
+                ds += (size_of::<dv::mlx5_wqe_data_seg>() / 16) as u8;
+            }
             _ => panic!("no oracle for opcode {op:#x}"),
         }
         dv::mlx5dv_set_ctrl_seg(
@@ -786,6 +800,11 @@ fn rust_twin_wqe(c: &Case) -> [u8; 64] {
                 .copy_from_slice(&DataSeg { byte_count: 8, lkey: r.lkey, addr: r.laddr }.encode());
             off += DATA_SEG_SIZE;
         }
+        opcode::DUMP => {
+            w[off..off + DATA_SEG_SIZE]
+                .copy_from_slice(&DataSeg { byte_count: r.length, lkey: r.lkey, addr: r.laddr }.encode());
+            off += DATA_SEG_SIZE;
+        }
         op => panic!("no Rust composition for opcode {op:#x}"),
     }
     let ds = (off / SEND_DS_BYTES) as u8;
@@ -844,6 +863,7 @@ const SHAPES: &[(u8, u32)] = &[
     (opcode::RDMA_READ, 0),
     (opcode::ATOMIC_FA, 0),
     (opcode::ATOMIC_CS, 0),
+    (opcode::DUMP, 0),
     (opcode::RDMA_WRITE, 1),
     (opcode::RDMA_WRITE, 2),
     (opcode::RDMA_WRITE, 4),
@@ -985,6 +1005,7 @@ fn random_wqes_match_rdma_core_byte_for_byte() {
         Just((opcode::RDMA_READ, 0)),
         Just((opcode::ATOMIC_FA, 0)),
         Just((opcode::ATOMIC_CS, 0)),
+        Just((opcode::DUMP, 0)),
         (1u32..=8).prop_map(|len| (opcode::RDMA_WRITE, len)),
         (1u32..=8).prop_map(|len| (opcode::RDMA_WRITE_IMM, len)),
     ];

@@ -59,13 +59,10 @@ RG_EXTERN_C RG_DEV int rust_gin_mlx5_poll(const rust_gin_mlx5_sq* sq) {
 RG_EXTERN_C RG_DEV int rust_gin_mlx5_build_wqe(const rust_gin_mlx5_request* req, uint16_t index, uint32_t qpn,
                                                int cq_update, void* out64) {
   if (!req || !out64 || !request_valid(*req)) return RUST_GIN_ERR_INVALID;
-  const Wqe64 w = build_wqe(*req, index, qpn, cq_update != 0);
   // Written as the send queue writes WQEs (4 x 16 bytes): the device code's
-  // only plain stores are WQE-sized, doorbell records and doorbells.
-  typedef uint32_t u32x4 __attribute__((vector_size(16)));
-  u32x4* out = static_cast<u32x4*>(out64);
-  const u32x4* src = reinterpret_cast<const u32x4*>(w.w);
-  for (int i = 0; i < 4; ++i) out[i] = src[i];
+  // only plain stores are WQE segments, doorbell records and doorbells.
+  Seg* out = static_cast<Seg*>(out64);
+  emit_wqe(*req, index, qpn, cq_update != 0, [out](unsigned i, const Seg& seg) { out[i] = seg; });
   return RUST_GIN_OK;
 }
 

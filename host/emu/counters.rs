@@ -53,6 +53,12 @@ counters! {
     reads,
     atomics,
     nops,
+    /// DUMP WQEs (flushes after READs) executed.
+    dumps,
+    /// READ-data writes held back by the posted-write model
+    /// (`NicConfig::read_data_delay`), and of those, landed by a DUMP.
+    read_writes_delayed,
+    read_writes_landed_by_dump,
     /// Packets sent on the wire (requests and responses).
     packets_sent,
     /// CQE writes dropped because the CQ was full (a consumer bug).

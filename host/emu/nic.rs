@@ -12,8 +12,13 @@
 //! - completions are in order; a CQE is written for each WQE that asks for
 //!   one and for every error; after an error the QP is in the error state and
 //!   every later WQE completes with a flush error;
-//! - fences hold a WQE until earlier ones (all, or READs and atomics) finish.
-//!   Not modelled: timing, PCIe ordering, packet loss and retransmission.
+//! - fences hold a WQE until earlier ones (all, or READs and atomics) finish;
+//! - with `NicConfig::read_data_delay`, READ data reaches memory up to that
+//!   long after its CQE, unless a DUMP WQE (whose local read cannot pass the
+//!   NIC's earlier PCIe writes) or a deregistration lands it first: the
+//!   hazard a flush after gets exists for.
+//!   Not modelled: other timing, other PCIe reordering, packet loss and
+//!   retransmission.
 
 use super::bus::{self, BusDevice, Registration};
 use super::counters::{CounterSnapshot, Counters};
@@ -25,7 +30,7 @@ use crate::mlx5::wire::{self, cqe_opcode, syndrome, Cqe, CQE_SIZE, SEND_WQE_BB, 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub const UAR_PAGE: usize = 4096;
 /// Send doorbell registers in a UAR page (two BlueFlame buffers of 256 bytes).
@@ -36,12 +41,23 @@ pub struct NicConfig {
     pub name: String,
     /// Largest payload of one packet.
     pub mtu: usize,
+    /// READ data lands in memory this long after it arrived (its CQE may be
+    /// written meanwhile), unless a DUMP or a deregistration lands it
+    /// earlier. None: at once.
+    pub read_data_delay: Option<Duration>,
 }
 
 impl Default for NicConfig {
     fn default() -> Self {
-        NicConfig { name: "emu0".into(), mtu: 4096 }
+        NicConfig { name: "emu0".into(), mtu: 4096, read_data_delay: None }
     }
+}
+
+/// READ data on its way to memory (the posted-write model).
+struct PostedWrite {
+    due: Instant,
+    addr: u64,
+    data: Vec<u8>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -155,6 +171,9 @@ struct State {
     cqs: HashMap<u32, Cq>,
     uars: HashMap<usize, crate::mem::DmaBuf>,
     dirty: BTreeSet<u32>,
+    /// READ data not landed yet, oldest first (all with one delay, so also
+    /// in order of `due`).
+    posted: VecDeque<PostedWrite>,
     next_qpn: u32,
     next_cqn: u32,
     next_pd: u32,
@@ -249,6 +268,7 @@ impl EmuNic {
                 cqs: HashMap::new(),
                 uars: HashMap::new(),
                 dirty: BTreeSet::new(),
+                posted: VecDeque::new(),
                 next_qpn: 0x100,
                 next_cqn: 0x40,
                 next_pd: 1,
@@ -308,7 +328,11 @@ impl EmuNic {
     }
 
     pub fn dereg_mr(&self, lkey: u32) -> Result<Region, NicError> {
-        lock(&self.0.inner.state).mrs.deregister(lkey).ok_or(NicError::NoSuchMr(lkey))
+        let mut st = lock(&self.0.inner.state);
+        // Nothing may reach the memory after it is deregistered: land what
+        // is on its way (hardware would have, long before).
+        land_posted(&mut st, None);
+        st.mrs.deregister(lkey).ok_or(NicError::NoSuchMr(lkey))
     }
 
     /// A UAR page: its send doorbell register is at +0x800; its first bytes
@@ -650,7 +674,7 @@ impl Inner {
 
     fn step(&self) -> bool {
         let mut st = lock(&self.state);
-        let mut progress = false;
+        let mut progress = land_posted(&mut st, Some(Instant::now())) > 0;
         let rung: Vec<u32> = std::mem::take(&mut *lock(&self.doorbells));
         for qpn in rung {
             st.dirty.insert(qpn);
@@ -764,7 +788,7 @@ impl Inner {
     fn execute(&self, st: &mut State, qpn: u32, index: u16, signaled: bool, opcode: u8, op: WqeOp) {
         if let Some(t) = lock(&self.trace).as_mut() {
             let raddr = match &op {
-                WqeOp::Nop => 0,
+                WqeOp::Nop | WqeOp::Dump { .. } => 0,
                 WqeOp::Write { raddr, .. } | WqeOp::Read { raddr, .. } | WqeOp::Atomic { raddr, .. } => *raddr,
             };
             t.push(TraceEntry { qpn, index, opcode, raddr });
@@ -783,6 +807,14 @@ impl Inner {
                 self.counters.nops.fetch_add(1, Ordering::Relaxed);
                 Ok((Await::None, None))
             }
+            WqeOp::Dump { source } => check_local(&st.mrs, std::slice::from_ref(&source), false).map(|()| {
+                // A read of local memory: PCIe lets no read pass the NIC's
+                // earlier writes, so every READ response received so far lands.
+                self.counters.dumps.fetch_add(1, Ordering::Relaxed);
+                let landed = land_posted(st, None);
+                self.counters.read_writes_landed_by_dump.fetch_add(landed as u64, Ordering::Relaxed);
+                (Await::None, None)
+            }),
             WqeOp::Write { raddr, rkey, gather, inline, imm } => check_local(&st.mrs, &gather, false).map(|()| {
                 let data = match inline {
                     Some(d) => d,
@@ -1007,8 +1039,15 @@ impl Inner {
                     if off < base + s.len {
                         let at = off - base;
                         let n = ((s.len - at) as usize).min(rest.len());
-                        // SAFETY: the scatter entry was checked (local write) at execution.
-                        unsafe { dma_write(s.addr + at, &rest[..n]) };
+                        match self.config.read_data_delay {
+                            // SAFETY: the scatter entry was checked (local write) at execution.
+                            None => unsafe { dma_write(s.addr + at, &rest[..n]) },
+                            Some(d) => {
+                                self.counters.read_writes_delayed.fetch_add(1, Ordering::Relaxed);
+                                let due = Instant::now() + d;
+                                st.posted.push_back(PostedWrite { due, addr: s.addr + at, data: rest[..n].to_vec() });
+                            }
+                        }
                         rest = &rest[n..];
                         off += n as u64;
                     }
@@ -1128,6 +1167,21 @@ impl Inner {
         cq.pi += 1;
         self.counters.cqes_written.fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// Lands posted READ data due by `now` (all of it with None); returns how
+/// many writes landed.
+fn land_posted(st: &mut State, now: Option<Instant>) -> usize {
+    let mut n = 0;
+    while st.posted.front().is_some_and(|w| now.is_none_or(|t| w.due <= t)) {
+        let w = st.posted.pop_front().expect("front");
+        // SAFETY: the scatter entry was checked (local write, registered) when
+        // its READ executed, and deregistration lands everything first, so
+        // the region is still registered and valid.
+        unsafe { dma_write(w.addr, &w.data) };
+        n += 1;
+    }
+    n
 }
 
 fn push_done(qp: &mut Qp, index: u16, signaled: bool, opcode: u8, status: Status) {

@@ -29,6 +29,9 @@ pub enum WqeOp {
     Write { raddr: u64, rkey: u32, gather: Vec<Sge>, inline: Option<Vec<u8>>, imm: Option<u32> },
     Read { raddr: u64, rkey: u32, scatter: Vec<Sge> },
     Atomic { kind: AtomicKind, raddr: u64, rkey: u32, swap_add: u64, compare: u64, result: Sge },
+    /// The NIC reads `source` from local memory (nothing goes on the wire):
+    /// the flush after READs.
+    Dump { source: Sge },
 }
 
 impl WqeOp {
@@ -42,6 +45,7 @@ impl WqeOp {
             },
             WqeOp::Read { scatter, .. } => scatter.iter().map(|s| s.len).sum(),
             WqeOp::Atomic { .. } => 8,
+            WqeOp::Dump { source } => source.len,
         }
     }
 }
@@ -157,6 +161,17 @@ pub fn decode(bytes: &[u8], index: u16, qpn: u32) -> Result<Wqe, WqeError> {
                 swap_add: a.swap_add,
                 compare: a.compare,
                 result: Sge { addr: d.addr, len: 8, lkey: d.lkey },
+            }
+        }
+        opcode::DUMP => {
+            // ctrl + one data segment, as DOCA GPUNetIO's prepare_dump writes it.
+            if c.ds != 2 {
+                return fail(syndrome::LOCAL_QP_OP_ERR, format!("DUMP WQE with DS {} (expected 2)", c.ds));
+            }
+            match decode_payload(segs) {
+                Ok((g, None)) if g.len() == 1 => WqeOp::Dump { source: g[0] },
+                Ok(_) => return fail(syndrome::LOCAL_QP_OP_ERR, "DUMP without one data segment".into()),
+                Err(e) => return fail(e.0, e.1),
             }
         }
         other => return fail(syndrome::LOCAL_QP_OP_ERR, format!("unsupported opcode {other:#x}")),

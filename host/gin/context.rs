@@ -223,7 +223,9 @@ impl GinContext {
             for p in 0..nranks {
                 let (base, rkey) = remote_signals[p as usize];
                 let d = rust_gin_peer {
-                    sq: qp(c, p).descriptor(p, error.dev_addr(), timeout_ns),
+                    sq: qp(c, p)
+                        .descriptor(p, error.dev_addr(), timeout_ns)
+                        .with_read_flush(sink.dev_addr() + crate::mlx5::queue::SINK_FLUSH_BYTE, sink_mr.lkey()),
                     signal_raddr: base + 8 * (c as u64) * settings.n_signals.max(1) as u64,
                     signal_rkey: rkey,
                     reserved: 0,

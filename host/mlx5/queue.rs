@@ -11,6 +11,11 @@ use crate::mlx5::wire::{CQE_SIZE, SEND_WQE_BB};
 pub const QP_DBREC_OFF: usize = 0;
 pub const CQ_DBREC_OFF: usize = 32;
 
+/// The byte of a context's 64-byte sink (atomic results at offset 0) that a
+/// flush after READs has the NIC read (`rust_gin_mlx5_sq::flush_addr`): the
+/// sink lives in device memory, where get destinations do.
+pub const SINK_FLUSH_BYTE: u64 = 32;
+
 /// Queue depths are clamped to this range (WQEBBs).
 pub const MIN_LOG_DEPTH: u32 = 6;
 pub const MAX_LOG_DEPTH: u32 = 15;
@@ -82,6 +87,9 @@ impl QueueMem {
             // A CQE at least once per quarter of the queue (see sq.h).
             log_signal_period: self.log_wqe_cnt - 2,
             timeout_ns,
+            flush_addr: 0,
+            flush_lkey: 0,
+            reserved: 0,
         }
     }
 

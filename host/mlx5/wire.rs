@@ -30,6 +30,8 @@ pub mod opcode {
     pub const ATOMIC_FA: u8 = 0x12;
     pub const ATOMIC_MASKED_CS: u8 = 0x14;
     pub const ATOMIC_MASKED_FA: u8 = 0x15;
+    /// Not in mlx5dv.h (Linux include/linux/mlx5/qp.h); see wire.h.
+    pub const DUMP: u8 = 0x23;
 }
 
 /// Bits of the control segment's `fm_ce_se` byte.

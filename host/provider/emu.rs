@@ -13,6 +13,7 @@ use crate::gpu::{Allocator, HostMemory, Placement};
 use crate::mlx5::queue::QueueMem;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 const KIND_TAG: u8 = 0xE1;
 
@@ -53,11 +54,17 @@ pub struct EmuProvider {
     fabric: EmuFabric,
     progress: EmuProgress,
     mtu: usize,
+    read_data_delay: Option<Duration>,
 }
 
 impl EmuProvider {
     pub fn new(config: &Config) -> Result<EmuProvider> {
-        Ok(EmuProvider { fabric: config.emu_fabric.clone(), progress: config.emu_progress, mtu: config.emu_mtu })
+        Ok(EmuProvider {
+            fabric: config.emu_fabric.clone(),
+            progress: config.emu_progress,
+            mtu: config.emu_mtu,
+            read_data_delay: (config.emu_read_delay_us > 0).then(|| Duration::from_micros(config.emu_read_delay_us)),
+        })
     }
 }
 
@@ -90,7 +97,11 @@ impl Provider for EmuProvider {
     fn open(&self, dev: usize) -> Result<Arc<dyn Nic>> {
         check_dev(dev, 1)?;
         let f = fabric(&self.fabric)?;
-        let nic = EmuNic::new(&f, NicConfig { name: format!("emu-{}", std::process::id()), mtu: self.mtu })
+        let nic = EmuNic::new(&f, NicConfig {
+                name: format!("emu-{}", std::process::id()),
+                mtu: self.mtu,
+                read_data_delay: self.read_data_delay,
+            })
             .map_err(|e| Error::System(format!("emulated NIC: {e}")))?;
         if self.progress == EmuProgress::Thread {
             nic.start_polling();

@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::gin::comm::CollComm;
 use crate::gin::context::QpMesh;
 use crate::gpu::{GpuBuf, Placement};
-use crate::mlx5::queue::log_depth_for;
+use crate::mlx5::queue::{log_depth_for, SINK_FLUSH_BYTE};
 use crate::mlx5::sq::SendQueue;
 use crate::mlx5::wire::opcode;
 use crate::provider::{Access, MemoryRegion, QueuePair};
@@ -202,7 +202,10 @@ impl RmaContext {
             let (context, peer) = (i as u32 / nranks, i as u32 % nranks);
             let error = crate::mlx5::sq::new_error_record(&*alloc)?;
             error.write_pod(0, &rust_gin_error::default());
-            let sq = SendQueue::new(&*alloc, &qp.descriptor(peer, error.dev_addr(), timeout_ns))?;
+            let desc = qp
+                .descriptor(peer, error.dev_addr(), timeout_ns)
+                .with_read_flush(sink.dev_addr() + SINK_FLUSH_BYTE, sink_mr.lkey());
+            let sq = SendQueue::new(&*alloc, &desc)?;
             let depth = 1u64 << qp.memory().log_wqe_cnt;
             queues.push(Queue {
                 context,
@@ -480,6 +483,19 @@ pub fn fetch_add(sink: (u64, u32), raddr: u64, rkey: u32, add: u64, flags: u8) -
         laddr: sink.0,
         raddr,
         operand0: add,
+        ..Default::default()
+    }
+}
+
+/// A DUMP of the sink's flush byte: its CQE proves that the data of every
+/// earlier READ on the queue reached memory (wire.h, OP_DUMP).
+pub fn read_flush(sink: (u64, u32), flags: u8) -> rust_gin_mlx5_request {
+    rust_gin_mlx5_request {
+        opcode: opcode::DUMP,
+        flags,
+        length: 1,
+        lkey: sink.1,
+        laddr: sink.0 + SINK_FLUSH_BYTE,
         ..Default::default()
     }
 }

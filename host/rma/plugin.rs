@@ -4,7 +4,7 @@
 //! not pass. Every function runs inside the boundary guard there and works on
 //! registry tokens, never on raw pointers RCCL hands back.
 
-use super::context::{fetch_add, nop, rdma, req_flags, Op, Request, RmaContext, RmaSettings};
+use super::context::{fetch_add, nop, rdma, read_flush, req_flags, Op, Request, RmaContext, RmaSettings};
 use super::memory::RmaMem;
 use crate::config::{Config, ProviderKind};
 use crate::error::{Error, Result};
@@ -523,10 +523,11 @@ pub(crate) fn iget(
     publish(&ctx, qi, &reqs, Op::Get, aggregate, request)
 }
 
-/// iflush: a signalled NOP with the small fence behind everything posted to
+/// iflush: a signalled DUMP with the small fence behind everything posted to
 /// `rank` in `context`: it starts after earlier READs and atomics completed,
-/// and completes after them, so once test() reports it done every earlier
-/// get's data is in local memory. `mhandle` (RCCL passes its signal
+/// and its read of local memory cannot pass their data's writes, so once
+/// test() reports it done every earlier get's data is in local memory (a
+/// READ's own CQE does not prove that). `mhandle` (RCCL passes its signal
 /// registration) is checked when given, not needed.
 pub(crate) fn iflush(
     rma_ctx: *mut c_void,
@@ -542,7 +543,7 @@ pub(crate) fn iflush(
     if !mhandle.is_null() {
         mem(&ctx, mhandle, "mhandle")?;
     }
-    let reqs = [nop(req_flags::SIGNALED | req_flags::SMALL_FENCE)];
+    let reqs = [read_flush(ctx.sink(), req_flags::SIGNALED | req_flags::SMALL_FENCE)];
     publish(&ctx, qi, &reqs, Op::Flush, false, request)
 }
 

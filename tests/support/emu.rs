@@ -20,7 +20,11 @@ pub struct Side {
 
 impl Side {
     pub fn new(fabric: &Fabric, name: &str, bytes: usize, access: Access) -> Side {
-        let nic = EmuNic::new(fabric, NicConfig { name: name.into(), ..Default::default() }).expect("nic");
+        Side::with_config(fabric, NicConfig { name: name.into(), ..Default::default() }, bytes, access)
+    }
+
+    pub fn with_config(fabric: &Fabric, config: NicConfig, bytes: usize, access: Access) -> Side {
+        let nic = EmuNic::new(fabric, config).expect("nic");
         let pd = nic.alloc_pd();
         let buf = HostMemory.alloc(bytes, 4096, Placement::Device).expect("buffer");
         // SAFETY: buf lives in Side as long as the registration (and the NIC).
@@ -46,6 +50,16 @@ pub struct Link {
 
 impl Link {
     pub fn new(a: &Side, b: &Side, log_depth: u32, timeout_ns: u64) -> Link {
+        Link::build(a, b, log_depth, timeout_ns, None)
+    }
+
+    /// A link whose flushes after READs have the NIC read byte `flush_off`
+    /// of `a`'s buffer (a DUMP WQE).
+    pub fn with_read_flush(a: &Side, b: &Side, log_depth: u32, timeout_ns: u64, flush_off: u64) -> Link {
+        Link::build(a, b, log_depth, timeout_ns, Some(flush_off))
+    }
+
+    fn build(a: &Side, b: &Side, log_depth: u32, timeout_ns: u64, flush_off: Option<u64>) -> Link {
         let qp = EmuQp::create(&a.nic, a.pd, QueueMem::new(&HostMemory, log_depth, Placement::HostPinned).unwrap())
             .expect("requester qp");
         let peer_qp =
@@ -54,7 +68,11 @@ impl Link {
         qp.connect(b.nic.node(), peer_qp.qpn).expect("connect requester");
         peer_qp.connect(a.nic.node(), qp.qpn).expect("connect responder");
         let error = new_error_record(&HostMemory).unwrap();
-        let sq = SendQueue::new(&HostMemory, &qp.descriptor(1, error.dev_addr(), timeout_ns)).unwrap();
+        let mut desc = qp.descriptor(1, error.dev_addr(), timeout_ns);
+        if let Some(off) = flush_off {
+            desc = desc.with_read_flush(a.addr(off), a.mr.lkey);
+        }
+        let sq = SendQueue::new(&HostMemory, &desc).unwrap();
         Link { error, sq, qp, peer_qp }
     }
 }

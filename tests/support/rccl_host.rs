@@ -22,6 +22,9 @@ pub fn setup_env() {
             std::env::set_var("RCCL_RUST_GIN_PROVIDER", "emu");
             std::env::set_var("RCCL_RUST_GIN_TIMEOUT_MS", "20000");
             std::env::set_var("RCCL_RUST_GIN_SOCKET_IFNAME", "lo");
+            // READ data lands 30 s after its CQE unless a flush's DUMP lands
+            // it: every get a test reads back must have been flushed.
+            std::env::set_var("RCCL_RUST_GIN_EMU_READ_DELAY_US", "30000000");
         }
     });
 }

@@ -142,6 +142,7 @@ const size_t rust_gin_wire_facts_len = sizeof(rust_gin_wire_facts) / sizeof(rust
 const rust_gin_wire_extra rust_gin_wire_extras[] = {
     {"MAX_DS", MAX_DS, "rdma-core providers/mlx5/qp.c: be32toh(ctrl->qpn_ds) & 0x3F (6-bit DS field)"},
     {"UAR_DB_OFFSET", UAR_DB_OFFSET, "rdma-core providers/mlx5/mlx5.h: MLX5_BF_OFFSET = 0x800"},
+    {"OP_DUMP", OP_DUMP, "Linux include/linux/mlx5/qp.h: MLX5_OPCODE_DUMP = 0x23 (not in mlx5dv.h)"},
 };
 const size_t rust_gin_wire_extras_len = sizeof(rust_gin_wire_extras) / sizeof(rust_gin_wire_extras[0]);
 

@@ -23,6 +23,12 @@ typedef struct rust_gin_mlx5_sq {
   uint32_t peer;            /* rank at the other end, for error reports */
   uint32_t log_signal_period; /* a CQE is requested at least every 2^n WQEBBs */
   uint64_t timeout_ns;      /* bound on every wait on this queue; 0 = RUST_GIN_DEFAULT_TIMEOUT_NS */
+  /* A local byte a flush after READs has the NIC read (a DUMP WQE), in the
+   * memory READs land in; flush_lkey 0: no flush WQE, READ data is then not
+   * proven landed by a flush (docs/architecture.md, "gets"). */
+  uint64_t flush_addr;
+  uint32_t flush_lkey;
+  uint32_t reserved;
 } rust_gin_mlx5_sq;
 
 /* Producer and consumer counters, all in WQEBBs and all 64-bit so they never
@@ -39,7 +45,9 @@ typedef struct rust_gin_mlx5_sq_state {
   uint32_t failed;        /* nonzero once an error CQE was seen on this queue */
   uint32_t reserved0;
   uint64_t doorbells;     /* doorbells rung (statistics) */
-  uint64_t reserved1[6];
+  uint64_t read_end;      /* end of the newest published batch holding a READ */
+  uint64_t dump_end;      /* 1 + index of the newest DUMP (flush after READs) */
+  uint64_t reserved1[4];
 } rust_gin_mlx5_sq_state;
 
 /* One operation for a send queue: everything its WQE needs except the WQE
@@ -53,11 +61,11 @@ enum {
 };
 
 typedef struct rust_gin_mlx5_request {
-  uint8_t opcode;     /* MLX5_OPCODE_NOP, RDMA_WRITE(_IMM), RDMA_READ, ATOMIC_FA, ATOMIC_CS */
+  uint8_t opcode;     /* MLX5_OPCODE_NOP, RDMA_WRITE(_IMM), RDMA_READ, ATOMIC_FA, ATOMIC_CS, DUMP */
   uint8_t flags;      /* RUST_GIN_REQ_* */
   uint16_t reserved;
   uint32_t length;    /* bytes moved (8 for atomics; the inline length with REQ_INLINE) */
-  uint32_t lkey;      /* local buffer: source of a WRITE, sink of a READ or an atomic */
+  uint32_t lkey;      /* local buffer: source of a WRITE or DUMP, sink of a READ or an atomic */
   uint32_t rkey;
   uint64_t laddr;
   uint64_t raddr;

@@ -123,7 +123,8 @@ RG_INLINE int post_lane(const rust_gin_mlx5_sq* q, const Request& r0, const Requ
           const uint32_t i = before + k;
           const Request& r = posted + k ? r1 : r0;
           const bool cqe = sq.wants_cqe(base, total, i, r);
-          sq.write(base + i, sq.build(r, base + i, cqe));
+          if (r.opcode == mlx5::OP_RDMA_READ) sq.note_read(base + i);
+          sq.write(base + i, r, cqe);
           my_last_cqe = cqe;
         }
         *last = base + before + cnt - 1;

@@ -100,18 +100,18 @@ class SendQueue {
     return ((base + n) >> p) != (base >> p);
   }
 
-  RG_INLINE Wqe64 build(const Request& r, uint64_t index, bool cq_update) const {
-    return build_wqe(r, static_cast<uint16_t>(index), rd(d_->qpn), cq_update);
+  // A READ is about to be published at or below `index`: a later flush must
+  // prove its data landed (flush_target). Before the publish, whose release
+  // (by this lane, or by the wave's leader after this wave's stores) orders it.
+  RG_INLINE void note_read(uint64_t index) {
+    atomic_fetch_max(&st_->read_end, index + 1, __ATOMIC_RELAXED, Scope::agent);
   }
 
-  RG_INLINE void write(uint64_t index, const Wqe64& w) {
-    typedef uint32_t u32x4 __attribute__((vector_size(16)));
-    u32x4* dst = reinterpret_cast<u32x4*>(rd(d_->wqe_buf) + ((index & (depth() - 1)) << SEND_WQE_SHIFT));
-    const u32x4* src = reinterpret_cast<const u32x4*>(w.w);
-    dst[0] = src[0];
-    dst[1] = src[1];
-    dst[2] = src[2];
-    dst[3] = src[3];
+  // Writes the request's WQE into WQEBB `index`, one 16-byte store per
+  // segment as it is built (mlx5/wqe.h).
+  RG_INLINE void write(uint64_t index, const Request& r, bool cq_update) {
+    Seg* dst = reinterpret_cast<Seg*>(rd(d_->wqe_buf) + ((index & (depth() - 1)) << SEND_WQE_SHIFT));
+    emit_wqe(r, static_cast<uint16_t>(index), rd(d_->qpn), cq_update, [dst](unsigned i, const Seg& seg) { dst[i] = seg; });
   }
 
   // Publishes [base, base+n) after every earlier ticket. `signaled_end` is
@@ -185,12 +185,16 @@ class SendQueue {
       int s = wait_credit(base, m, bound);
       if (s) return s;
       bool last_cqe = false;
+      bool reads = false;
       for (uint32_t i = 0; i < m; ++i) {
         const Request r = req(first + i);
         const bool cqe = wants_cqe(base, m, i, r);
-        write(base + i, build(r, base + i, cqe));
+        reads |= r.opcode == OP_RDMA_READ;
+        write(base + i, r, cqe);
         last_cqe = cqe;
       }
+      // Once per batch: the batch's end covers its READs.
+      if (reads) note_read(base + m - 1);
       s = publish(base, m, last_cqe ? base + m : 0, bound);
       if (s) return s;
       if (R == RingPolicy::now) ring();
@@ -211,26 +215,50 @@ class SendQueue {
   }
 
   // Makes every WQE published so far observable as complete: returns the
-  // completion index to wait for. If the newest WQE does not request a CQE, a
-  // signalled NOP is posted behind it (completions are in order on a send
-  // queue, so its CQE covers all before it; its small fence holds it behind
-  // earlier READs and atomics). Rings whatever is published but not rung.
+  // completion index to wait for. Completions are in order on a send queue,
+  // so one CQE covers all WQEs before it. A flush WQE is posted when READs
+  // were published since the last DUMP (a READ's own CQE does not prove its
+  // data landed) or when the newest WQE requests no CQE. It is a signalled
+  // DUMP when the queue has a flush byte (mlx5/wire.h, OP_DUMP: its read of
+  // local memory cannot pass the READs' data writes), else a NOP; either
+  // way its small fence holds it behind earlier READs and atomics. Rings
+  // whatever is published but not rung.
   RG_INLINE int flush_target(uint64_t* target) {
     if (failed()) return RUST_GIN_ERR_QP_FAILED;
-    uint64_t t = atomic_load(&st_->ready, __ATOMIC_ACQUIRE, Scope::agent);
-    *target = t;
-    if (t == 0 || atomic_load(&st_->done, __ATOMIC_ACQUIRE, Scope::agent) >= t) return RUST_GIN_OK;
-    if (atomic_load(&st_->last_signaled, __ATOMIC_RELAXED, Scope::agent) < t) {
-      Request nop = {};
-      nop.opcode = OP_NOP;
-      nop.flags = REQ_SIGNALED | REQ_SMALL_FENCE;
-      uint64_t idx = 0;
-      const int s = post_one(nop, &idx);
-      if (s) return s;
-      *target = idx + 1;
-    } else {
-      ring();
+    const uint64_t t = atomic_load(&st_->ready, __ATOMIC_ACQUIRE, Scope::agent);
+    // Ordered by the acquire above: every READ published below t is in read_end.
+    const uint64_t reads = atomic_load(&st_->read_end, __ATOMIC_RELAXED, Scope::agent);
+    const uint64_t dumped = atomic_load(&st_->dump_end, __ATOMIC_RELAXED, Scope::agent);
+    const uint32_t lkey = rd(d_->flush_lkey);
+    if (!(lkey && reads && reads >= dumped)) {
+      // A DUMP posted by another flush covers our READs: wait for it too.
+      *target = reads && dumped > t ? dumped : t;
+      if (*target == 0 || atomic_load(&st_->done, __ATOMIC_ACQUIRE, Scope::agent) >= *target) return RUST_GIN_OK;
+      if (atomic_load(&st_->last_signaled, __ATOMIC_RELAXED, Scope::agent) >= *target) {
+        ring();
+        return RUST_GIN_OK;
+      }
     }
+    Request r = {};
+    r.flags = REQ_SIGNALED | REQ_SMALL_FENCE;
+    r.length = 1;
+    r.lkey = lkey;
+    r.laddr = rd(d_->flush_addr);
+    uint64_t idx = 0;
+    // Two posts, each of a known opcode: a WQE builder for an opcode known
+    // only at run time costs 9 more VGPRs in every kernel that flushes.
+    int s;
+    if (lkey) {
+      r.opcode = OP_DUMP;
+      s = post_one(r, &idx);
+    } else {
+      r.opcode = OP_NOP;
+      s = post_one(r, &idx);
+    }
+    if (s) return s;
+    // After the post: a flush that sees dump_end finds the DUMP published.
+    if (lkey) atomic_fetch_max(&st_->dump_end, idx + 1, __ATOMIC_RELAXED, Scope::agent);
+    *target = idx + 1;
     return RUST_GIN_OK;
   }
 

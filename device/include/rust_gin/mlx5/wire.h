@@ -35,6 +35,11 @@ enum Opcode : uint8_t {
   OP_ATOMIC_FA = 0x12,
   OP_ATOMIC_MASKED_CS = 0x14,
   OP_ATOMIC_MASKED_FA = 0x15,
+  // Not in mlx5dv.h: Linux include/linux/mlx5/qp.h. The NIC DMA-reads its
+  // local data segment; as a PCIe read it cannot pass the NIC's earlier
+  // writes, so its CQE proves READ data landed (NCCL GDAKI's flush, DOCA's
+  // doca_gpu_dev_verbs_wqe_prepare_dump: ctrl + one data segment, DS 2).
+  OP_DUMP = 0x23,
 };
 
 // fm_ce_se byte of the control segment.
@@ -157,48 +162,35 @@ struct alignas(16) Wqe64 {
 };
 static_assert(sizeof(Wqe64) == SEND_WQE_BB, "one WQEBB");
 
-RG_INLINE void set_ctrl(Wqe64& q, uint16_t pi, uint8_t opcode, uint8_t opmod, uint32_t qpn,
-                        uint8_t fm_ce_se, uint8_t ds, uint8_t signature, uint32_t imm) {
-  q.w[0] = ctrl_opmod_idx_opcode(pi, opcode, opmod);
-  q.w[1] = ctrl_qpn_ds(qpn, ds);
+// One 16-byte segment, as four 32-bit words in memory order.
+typedef uint32_t Seg __attribute__((vector_size(16)));
+
+RG_INLINE Seg seg_ctrl(uint16_t pi, uint8_t opcode, uint8_t opmod, uint32_t qpn, uint8_t fm_ce_se, uint8_t ds,
+                       uint8_t signature, uint32_t imm) {
   // signature @8, dci_stream_channel_id @9..10 (zero), fm_ce_se @11 (little-endian word)
-  q.w[2] = static_cast<uint32_t>(signature) | (static_cast<uint32_t>(fm_ce_se) << 24);
-  q.w[3] = imm;
+  return Seg{ctrl_opmod_idx_opcode(pi, opcode, opmod), ctrl_qpn_ds(qpn, ds),
+             static_cast<uint32_t>(signature) | (static_cast<uint32_t>(fm_ce_se) << 24), imm};
 }
-// Segment setters take the index (in 32-bit words) where the segment starts.
-RG_INLINE void set_raddr(Wqe64& q, unsigned at, uint64_t raddr, uint32_t rkey) {
-  uint64_t be = bswap64(raddr);
-  q.w[at + 0] = static_cast<uint32_t>(be);
-  q.w[at + 1] = static_cast<uint32_t>(be >> 32);
-  q.w[at + 2] = bswap32(rkey);
-  q.w[at + 3] = 0;
+RG_INLINE Seg seg_raddr(uint64_t raddr, uint32_t rkey) {
+  const uint64_t be = bswap64(raddr);
+  return Seg{static_cast<uint32_t>(be), static_cast<uint32_t>(be >> 32), bswap32(rkey), 0};
 }
-RG_INLINE void set_data(Wqe64& q, unsigned at, uint32_t length, uint32_t lkey, uint64_t addr) {
-  uint64_t be = bswap64(addr);
-  q.w[at + 0] = bswap32(length);
-  q.w[at + 1] = bswap32(lkey);
-  q.w[at + 2] = static_cast<uint32_t>(be);
-  q.w[at + 3] = static_cast<uint32_t>(be >> 32);
+RG_INLINE Seg seg_data(uint32_t length, uint32_t lkey, uint64_t addr) {
+  const uint64_t be = bswap64(addr);
+  return Seg{bswap32(length), bswap32(lkey), static_cast<uint32_t>(be), static_cast<uint32_t>(be >> 32)};
 }
-RG_INLINE void set_atomic(Wqe64& q, unsigned at, uint64_t swap_add, uint64_t compare) {
-  uint64_t s = bswap64(swap_add), c = bswap64(compare);
-  q.w[at + 0] = static_cast<uint32_t>(s);
-  q.w[at + 1] = static_cast<uint32_t>(s >> 32);
-  q.w[at + 2] = static_cast<uint32_t>(c);
-  q.w[at + 3] = static_cast<uint32_t>(c >> 32);
+RG_INLINE Seg seg_atomic(uint64_t swap_add, uint64_t compare) {
+  const uint64_t s = bswap64(swap_add), c = bswap64(compare);
+  return Seg{static_cast<uint32_t>(s), static_cast<uint32_t>(s >> 32), static_cast<uint32_t>(c),
+             static_cast<uint32_t>(c >> 32)};
 }
 // Inline data of up to 8 bytes (signal and putValue payloads); its segment is
 // one octoword: 4-byte header, value, zero padding.
-RG_INLINE void set_inline8(Wqe64& q, unsigned at, uint64_t value, uint32_t len) {
+RG_INLINE Seg seg_inline8(uint64_t value, uint32_t len) {
   // Bytes past `len` are padding: zero, as rdma-core leaves them.
   if (len < 8) value &= (uint64_t{1} << (8 * len)) - 1;
-  q.w[at + 0] = bswap32(len | INLINE_SEG);
-  q.w[at + 1] = static_cast<uint32_t>(value);  // memory order: the bytes as they sit in memory
-  q.w[at + 2] = static_cast<uint32_t>(value >> 32);
-  q.w[at + 3] = 0;
-}
-RG_INLINE void zero_from(Wqe64& q, unsigned at) {
-  for (unsigned i = at; i < 16; ++i) q.w[i] = 0;
+  // The value's bytes as they sit in memory.
+  return Seg{bswap32(len | INLINE_SEG), static_cast<uint32_t>(value), static_cast<uint32_t>(value >> 32), 0};
 }
 
 }  // namespace mlx5

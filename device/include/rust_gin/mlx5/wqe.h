@@ -47,6 +47,7 @@ RG_INLINE bool request_valid(const Request& r) {
     case OP_RDMA_WRITE_IMM:
       return inl ? r.length >= 1 && r.length <= kMaxInline : r.length >= 1 && r.length <= kMaxMessage;
     case OP_RDMA_READ:
+    case OP_DUMP:
       return !inl && r.length >= 1 && r.length <= kMaxMessage;
     case OP_ATOMIC_FA:
     case OP_ATOMIC_CS:
@@ -57,36 +58,41 @@ RG_INLINE bool request_valid(const Request& r) {
 }
 
 // Every WQE this library posts is one WQEBB: ctrl + raddr + data (DS 3),
-// ctrl + raddr + inline (DS 3), ctrl + raddr + atomic + data (DS 4), or a
-// lone ctrl (NOP, DS 1). Keeping to one WQEBB lets completion credit be
-// computed from a CQE's wqe_counter alone.
+// ctrl + raddr + inline (DS 3), ctrl + raddr + atomic + data (DS 4),
+// ctrl + data (DUMP, DS 2) or a lone ctrl (NOP, DS 1). Keeping to one WQEBB
+// lets completion credit be computed from a CQE's wqe_counter alone.
+//
+// The WQE goes out as four 16-byte segments, each computed by selects (no
+// branch per opcode) and handed to `store(i, seg)` as soon as it exists:
+// only one segment is live at a time, which keeps the register cost of the
+// builder low in every kernel that posts.
+template <typename Store>
+RG_INLINE void emit_wqe(const Request& r, uint16_t index, uint32_t qpn, bool cq_update, Store store) {
+  const uint8_t op = r.opcode;
+  const bool nop = op == OP_NOP;
+  const bool dump = op == OP_DUMP;
+  const bool atomic = op == OP_ATOMIC_FA || op == OP_ATOMIC_CS;
+  // Inline only for WRITEs (a READ has a scatter list, never inline data).
+  const bool inl = (r.flags & REQ_INLINE) && op != OP_RDMA_READ;
+  const uint8_t ds = nop ? 1 : dump ? 2 : atomic ? 4 : 3;
+  const Seg zero = {0, 0, 0, 0};
+  store(0, seg_ctrl(index, op, 0, qpn, fm_ce_se_of(r, cq_update), ds, 0, op == OP_RDMA_WRITE_IMM ? r.imm : 0));
+  // An atomic's result segment has byte_count 8, as rdma-core writes it.
+  const Seg data = seg_data(atomic ? 8 : r.length, r.lkey, r.laddr);
+  store(1, nop ? zero : dump ? data : seg_raddr(r.raddr, r.rkey));
+  store(2, nop || dump ? zero
+           : atomic    ? seg_atomic(r.operand0, op == OP_ATOMIC_CS ? r.operand1 : 0)
+           : inl       ? seg_inline8(r.operand0, r.length)
+                       : data);
+  store(3, atomic ? data : zero);
+}
+
+// The same bytes as one 64-byte value (the entry point and the oracle tests).
 RG_INLINE Wqe64 build_wqe(const Request& r, uint16_t index, uint32_t qpn, bool cq_update) {
   Wqe64 q;
-  const uint8_t fm = fm_ce_se_of(r, cq_update);
-  switch (r.opcode) {
-    case OP_NOP:
-      set_ctrl(q, index, OP_NOP, 0, qpn, fm, 1, 0, 0);
-      zero_from(q, 4);
-      break;
-    case OP_ATOMIC_FA:
-    case OP_ATOMIC_CS:
-      set_ctrl(q, index, r.opcode, 0, qpn, fm, 4, 0, 0);
-      set_raddr(q, 4, r.raddr, r.rkey);
-      set_atomic(q, 8, r.operand0, r.opcode == OP_ATOMIC_CS ? r.operand1 : 0);
-      set_data(q, 12, 8, r.lkey, r.laddr);
-      break;
-    default:  // RDMA_WRITE, RDMA_WRITE_IMM, RDMA_READ
-      set_ctrl(q, index, r.opcode, 0, qpn, fm, 3, 0, r.opcode == OP_RDMA_WRITE_IMM ? r.imm : 0);
-      set_raddr(q, 4, r.raddr, r.rkey);
-      // Inline only for WRITEs (a READ has a scatter list, never inline data).
-      if ((r.flags & REQ_INLINE) && r.opcode != OP_RDMA_READ) {
-        set_inline8(q, 8, r.operand0, r.length);
-      } else {
-        set_data(q, 8, r.length, r.lkey, r.laddr);
-      }
-      zero_from(q, 12);
-      break;
-  }
+  emit_wqe(r, index, qpn, cq_update, [&q](unsigned i, const Seg& seg) {
+    for (unsigned k = 0; k < 4; ++k) q.w[4 * i + k] = seg[k];
+  });
   return q;
 }
 
