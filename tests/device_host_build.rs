@@ -3,7 +3,11 @@
 
 use rccl_rust_gin::abi::rust_gin_mlx5_request;
 use rccl_rust_gin::device;
-use rccl_rust_gin::mlx5::wire::{opcode, CtrlSeg, DataSeg, RaddrSeg};
+use rccl_rust_gin::gpu::{Allocator, HostMemory, Placement};
+use rccl_rust_gin::mlx5::queue::QueueMem;
+use rccl_rust_gin::mlx5::sq::{new_error_record, SendQueue};
+use rccl_rust_gin::mlx5::wire::{doorbell_value, opcode, CtrlSeg, DataSeg, RaddrSeg, UAR_DB_OFFSET};
+use rccl_rust_gin::provider::mlx5::doorbell as mlx5_doorbell;
 
 #[test]
 fn host_built_device_code_builds_an_rdma_write() {
@@ -26,4 +30,52 @@ fn host_built_device_code_builds_an_rdma_write() {
     assert_eq!(RaddrSeg::parse(&w[16..32]), RaddrSeg { raddr: 0x7e00_0000_2000, rkey: 0xabcd });
     assert_eq!(DataSeg::parse(&w[32..48]), DataSeg { byte_count: 4096, lkey: 0x1234, addr: 0x7f00_0000_1000 });
     assert_eq!(&w[48..64], &[0u8; 16]);
+}
+
+/// A queue of the mlx5 provider posted from the host: its doorbell is a real
+/// MMIO store of the right value to the queue's own UAR register, after the
+/// doorbell record (issue 10: doorbells by provider, not by address). The
+/// "register" here is host memory standing in for the CPU's UAR mapping.
+#[test]
+fn host_posting_on_mlx5_stores_the_doorbell_to_the_queues_own_register() {
+    let mem = QueueMem::new(&HostMemory, 6, Placement::HostPinned).unwrap();
+    let uar = HostMemory.alloc(4096, 4096, Placement::HostPinned).unwrap();
+    let reg = uar.dev_addr() + UAR_DB_OFFSET as u64;
+    let error = new_error_record(&HostMemory).unwrap();
+    let qpn = 0x00ab_cd12;
+    let desc = mem.descriptor(qpn, 0x41, reg, mlx5_doorbell::host_mmio(), 0, error.dev_addr(), 1_000_000_000);
+    let sq = SendQueue::new(&HostMemory, &desc).unwrap();
+    let unowned = device::unowned_doorbells();
+    let w = rust_gin_mlx5_request { opcode: opcode::RDMA_WRITE, length: 64, lkey: 1, rkey: 2, laddr: 64, raddr: 128, ..Default::default() };
+    for (batch, total) in [(3usize, 3u16), (2, 5)] {
+        sq.post(&vec![w; batch]).unwrap();
+        let mut db = [0u8; 8];
+        uar.read(UAR_DB_OFFSET, &mut db);
+        assert_eq!(u64::from_ne_bytes(db), doorbell_value(qpn, total), "doorbell after {total} WQEs");
+        let mut rec = [0u8; 4];
+        mem.dbr.read(4, &mut rec);
+        assert_eq!(u32::from_be_bytes(rec), u32::from(total), "send doorbell record");
+    }
+    assert_eq!(sq.state().doorbells, 2, "one doorbell per rung batch");
+    let mut rest = vec![0u8; 4096];
+    uar.read(0, &mut rest);
+    rest[UAR_DB_OFFSET..UAR_DB_OFFSET + 8].fill(0);
+    assert!(rest.iter().all(|b| *b == 0), "nothing but the doorbell register was written");
+    assert_eq!(device::unowned_doorbells(), unowned);
+}
+
+/// A queue mapped for GPU kernels only names no host doorbell: a host-side
+/// ring of it is counted and reported, and its doorbell address (here one
+/// that would fault if anything read or wrote it) is never touched.
+#[test]
+fn a_host_ring_of_a_gpu_only_queue_touches_nothing() {
+    let mem = QueueMem::new(&HostMemory, 6, Placement::HostPinned).unwrap();
+    let error = new_error_record(&HostMemory).unwrap();
+    let nowhere = 0x10; // the null page: any access faults
+    let desc = mem.descriptor(0x99, 0x41, nowhere, 0, 0, error.dev_addr(), 1_000_000_000);
+    let sq = SendQueue::new(&HostMemory, &desc).unwrap();
+    let before = device::unowned_doorbells();
+    let w = rust_gin_mlx5_request { opcode: opcode::RDMA_WRITE, length: 8, lkey: 1, rkey: 2, laddr: 64, raddr: 128, ..Default::default() };
+    sq.post(&[w]).unwrap();
+    assert!(device::unowned_doorbells() > before, "the refused doorbell is counted");
 }

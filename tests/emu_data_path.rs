@@ -102,11 +102,7 @@ fn a_wqe_beyond_the_doorbell_record_is_not_executed() {
     let d = link.sq.descriptor();
     // SAFETY: test-only MMIO store to the QP's own doorbell register.
     unsafe {
-        rccl_rust_gin::emu::bus::rust_gin_host_dbr_write32((d.dbrec + 4) as *mut u32, (1u32).to_be());
-        rccl_rust_gin::emu::bus::rust_gin_host_mmio_write64(
-            d.uar_db as *mut u64,
-            rccl_rust_gin::mlx5::wire::doorbell_value(d.qpn, 2),
-        );
+        rccl_rust_gin::device::ring_by_hand(&d, 1, 2);
     }
     fabric.step_until_idle();
     let c = a.nic.counters();

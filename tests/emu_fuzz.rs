@@ -9,7 +9,7 @@ use emu::*;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, RngAlgorithm, TestRng, TestRunner};
 use rccl_rust_gin::emu::{wqe, Fabric};
-use rccl_rust_gin::mlx5::wire::{self, opcode, syndrome, CtrlSeg, Cqe, CQE_SIZE};
+use rccl_rust_gin::mlx5::wire::{opcode, syndrome, CtrlSeg, Cqe, CQE_SIZE};
 
 fn runner(cases: u32) -> TestRunner {
     let config = Config { cases, failure_persistence: Some(Box::new(FileFailurePersistence::Off)), ..Config::default() };
@@ -67,8 +67,7 @@ fn malformed_case(patch: impl Fn(&mut [u8; 64]), want: u8, what: &str) {
     link.qp.mem.sq.write(0, &w);
     // SAFETY: test-only stores to the QP's own doorbell record and register.
     unsafe {
-        rccl_rust_gin::emu::bus::rust_gin_host_dbr_write32((d.dbrec + 4) as *mut u32, 1u32.to_be());
-        rccl_rust_gin::emu::bus::rust_gin_host_mmio_write64(d.uar_db as *mut u64, wire::doorbell_value(d.qpn, 1));
+        rccl_rust_gin::device::ring_by_hand(&d, 1, 1);
     }
     fabric.step_until_idle();
     let mut raw = [0u8; CQE_SIZE];
@@ -138,8 +137,7 @@ fn nic_survives_random_wqes_in_its_ring() {
         let n = 1 + rng.next_u32() % 64;
         // SAFETY: test-only stores to the QP's own doorbell record and register.
         unsafe {
-            rccl_rust_gin::emu::bus::rust_gin_host_dbr_write32((d.dbrec + 4) as *mut u32, n.to_be());
-            rccl_rust_gin::emu::bus::rust_gin_host_mmio_write64(d.uar_db as *mut u64, wire::doorbell_value(d.qpn, n as u16));
+            rccl_rust_gin::device::ring_by_hand(&d, n, n as u16);
         }
         fabric.step_until_idle();
         // Whatever happened, the CQ is consistent: polling it terminates.

@@ -41,7 +41,7 @@ counters! {
     doorbell_dbr_mismatches,
     /// Doorbell writes to a UAR page that does not belong to the named QP.
     doorbells_misdirected,
-    /// Doorbell-record writes by the device (host memory written over the bus).
+    /// Doorbell-record writes by the device (host memory the NIC reads).
     dbr_writes,
     /// CQEs written, of which errors (flushes included).
     cqes_written,

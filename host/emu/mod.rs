@@ -3,17 +3,17 @@
 //! doorbells. It exists for tests, benchmarks and bring-up without hardware,
 //! and is only ever chosen explicitly (RCCL_RUST_GIN_PROVIDER=emu).
 //!
-//! - [`bus`]: the doorbell and doorbell-record stores of the device code's
-//!   host build arrive here.
+//! - [`doorbell`]: the host doorbell a QP's descriptor names, through which
+//!   the device code's host build rings this NIC (and no other).
 //! - [`nic`]: one NIC (QPs, CQs, MRs), stepped deterministically or by a
 //!   polling thread.
 //! - [`fabric`], [`shm`], [`packet`]: the wire between NICs, in one process
 //!   or across processes.
 //! - [`wqe`]: decoding a WQE from its bytes; [`mr`]: keys and access checks;
-//!   [`counters`]: what crossed the bus and the wire.
+//!   [`counters`]: what reached the NIC and crossed the wire.
 
-pub mod bus;
 pub mod counters;
+pub mod doorbell;
 pub mod fabric;
 pub mod mr;
 pub mod nic;
@@ -23,6 +23,7 @@ pub mod shm;
 pub mod wqe;
 
 pub use counters::CounterSnapshot;
+pub use doorbell::HostDoorbell;
 pub use fabric::Fabric;
 pub use mr::{Access, Region};
 pub use nic::{CqSpec, EmuNic, NicConfig, NicError, QpSpec, QpState, TraceEntry};

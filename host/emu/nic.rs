@@ -20,7 +20,7 @@
 //!   Not modelled: other timing, other PCIe reordering, packet loss and
 //!   retransmission.
 
-use super::bus::{self, BusDevice, Registration};
+use super::doorbell::{DoorbellSink, HostDoorbell};
 use super::counters::{CounterSnapshot, Counters};
 use super::fabric::{Fabric, Stepper, WireError};
 use super::mr::{Access, AccessError, MrTable, Region};
@@ -185,7 +185,7 @@ struct Inner {
     node: AtomicU32,
     state: Mutex<State>,
     doorbells: Mutex<Vec<u32>>,
-    /// qpn -> (UAR page, doorbell record), for the bus hook, which must not
+    /// qpn -> (UAR page, doorbell record), for doorbells, which must not
     /// wait for the state lock.
     uar_of: Mutex<HashMap<u32, (usize, usize)>>,
     counters: Counters,
@@ -195,7 +195,6 @@ struct Inner {
     sleeping: AtomicBool,
     stop: AtomicBool,
     poller: Mutex<Option<std::thread::JoinHandle<()>>>,
-    bus_regs: Mutex<HashMap<usize, Registration>>,
     trace: Mutex<Option<Vec<TraceEntry>>>,
 }
 
@@ -221,20 +220,16 @@ struct Handle {
 }
 
 
-/// Bus and fabric see the NIC through this (a weak link, so that the NIC is
+/// The fabric sees the NIC through this (a weak link, so that the NIC is
 /// dropped when its owner lets go).
 struct Port(Weak<Inner>);
 
-impl BusDevice for Port {
-    fn mmio_write64(&self, addr: usize, value: u64) {
-        if let Some(i) = self.0.upgrade() {
-            i.doorbell(addr, value);
-        }
+impl DoorbellSink for Inner {
+    fn doorbell(&self, addr: usize, value: u64) {
+        Inner::doorbell(self, addr, value);
     }
-    fn dbr_write32(&self, _addr: usize, _value: u32) {
-        if let Some(i) = self.0.upgrade() {
-            i.counters.dbr_writes.fetch_add(1, Ordering::Relaxed);
-        }
+    fn record(&self, _addr: usize, _value: u32) {
+        self.counters.dbr_writes.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -280,7 +275,6 @@ impl EmuNic {
             sleeping: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             poller: Mutex::new(None),
-            bus_regs: Mutex::new(HashMap::new()),
             trace: Mutex::new(None),
         });
         let port: Arc<dyn Stepper> = Arc::new(Port(Arc::downgrade(&inner)));
@@ -335,31 +329,24 @@ impl EmuNic {
         st.mrs.deregister(lkey).ok_or(NicError::NoSuchMr(lkey))
     }
 
-    /// A UAR page: its send doorbell register is at +0x800; its first bytes
-    /// say which NIC owns it (bus::UarHeader).
+    /// A UAR page: its send doorbell register is at +0x800. Doorbells reach
+    /// the NIC through the QP's [`HostDoorbell`], never by looking at the page.
     pub fn alloc_uar(&self) -> usize {
         let page = crate::mem::DmaBuf::pages(UAR_PAGE);
         let addr = page.addr();
-        let port = Arc::new(Port(Arc::downgrade(&self.0.inner)));
-        let ctx = Arc::into_raw(port.clone()) as *const std::ffi::c_void;
-        let header = bus::UarHeader { magic: 0, handler: uar_doorbell, ctx };
-        // SAFETY: the page is ours and large enough; the magic goes last.
-        unsafe {
-            std::ptr::write(addr as *mut bus::UarHeader, header);
-            AtomicU64::from_ptr(addr as *mut u64).store(bus::UAR_MAGIC, Ordering::Release);
-        }
-        lock(&self.0.inner.bus_regs).insert(addr, bus::register(addr, UAR_PAGE, port));
         lock(&self.0.inner.state).uars.insert(addr, page);
         addr
     }
 
-    pub fn free_uar(&self, page: usize) {
-        free_uar(&self.0.inner, page);
+    /// The port through which the device library's host build rings this
+    /// NIC's queues (a QP keeps one and names it in its descriptor).
+    pub fn host_doorbell(&self) -> HostDoorbell {
+        let sink: std::sync::Weak<dyn DoorbellSink> = Arc::downgrade(&self.0.inner) as std::sync::Weak<dyn DoorbellSink>;
+        HostDoorbell::new(sink)
     }
 
-    fn watch_dbr(&self, dbrec: usize) {
-        let port = Arc::new(Port(Arc::downgrade(&self.0.inner)));
-        lock(&self.0.inner.bus_regs).insert(dbrec, bus::register(dbrec, 8, port));
+    pub fn free_uar(&self, page: usize) {
+        lock(&self.0.inner.state).uars.remove(&page);
     }
 
     /// # Safety
@@ -378,8 +365,6 @@ impl EmuNic {
         st.next_cqn += 1;
         let cqn = st.next_cqn;
         st.cqs.insert(cqn, Cq { spec, pi: 0 });
-        drop(st);
-        self.watch_dbr(spec.dbrec);
         Ok(cqn)
     }
 
@@ -388,9 +373,7 @@ impl EmuNic {
         if st.qps.values().any(|q| q.spec.send_cq == cqn || q.spec.recv_cq == Some(cqn)) {
             return Err(NicError::BadArgument(format!("destroy_cq: CQ {cqn:#x} is still used by a QP")));
         }
-        let cq = st.cqs.remove(&cqn).ok_or(NicError::NoSuchCq(cqn))?;
-        drop(st);
-        lock(&self.0.inner.bus_regs).remove(&cq.spec.dbrec);
+        st.cqs.remove(&cqn).ok_or(NicError::NoSuchCq(cqn))?;
         Ok(())
     }
 
@@ -432,14 +415,12 @@ impl EmuNic {
         );
         drop(st);
         lock(&self.0.inner.uar_of).insert(qpn, (spec.uar, spec.dbrec));
-        self.watch_dbr(spec.dbrec);
         Ok(qpn)
     }
 
     pub fn destroy_qp(&self, qpn: u32) -> Result<(), NicError> {
-        let qp = lock(&self.0.inner.state).qps.remove(&qpn).ok_or(NicError::NoSuchQp(qpn))?;
+        lock(&self.0.inner.state).qps.remove(&qpn).ok_or(NicError::NoSuchQp(qpn))?;
         lock(&self.0.inner.uar_of).remove(&qpn);
-        lock(&self.0.inner.bus_regs).remove(&qp.spec.dbrec);
         Ok(())
     }
 
@@ -543,10 +524,6 @@ impl EmuNic {
 
 impl Drop for Handle {
     fn drop(&mut self) {
-        let pages: Vec<usize> = lock(&self.inner.state).uars.keys().copied().collect();
-        for page in pages {
-            free_uar(&self.inner, page);
-        }
         let handle = lock(&self.inner.poller).take();
         if let Some(h) = handle {
             self.inner.stop.store(true, Ordering::Relaxed);
@@ -554,28 +531,7 @@ impl Drop for Handle {
             let _ = h.join();
         }
         self.inner.fabric.leave(self.inner.node());
-        lock(&self.inner.bus_regs).clear();
     }
-}
-
-fn free_uar(inner: &Inner, page: usize) {
-    lock(&inner.bus_regs).remove(&page);
-    let Some(buf) = lock(&inner.state).uars.remove(&page) else { return };
-    // SAFETY: the page starts with the header alloc_uar wrote; its ctx is the
-    // Arc<Port> leaked there, released exactly once here.
-    unsafe {
-        AtomicU64::from_ptr(page as *mut u64).store(0, Ordering::Release);
-        drop(Arc::from_raw((*(page as *const bus::UarHeader)).ctx as *const Port));
-    }
-    drop(buf);
-}
-
-/// A doorbell that reached the NIC through its UAR page header.
-unsafe extern "C" fn uar_doorbell(ctx: *const std::ffi::c_void, addr: usize, value: u64) {
-    // SAFETY: ctx is the Arc<Port> alloc_uar leaked into the page; it lives
-    // until free_uar.
-    let port = unsafe { &*(ctx as *const Port) };
-    port.mmio_write64(addr, value);
 }
 
 fn poll_loop(weak: Weak<Inner>) {
@@ -649,7 +605,7 @@ impl Inner {
         }
     }
 
-    /// A doorbell write arrived over the bus.
+    /// A doorbell store arrived through a QP's host doorbell.
     fn doorbell(&self, addr: usize, value: u64) {
         let page = addr & !(UAR_PAGE - 1);
         let (qpn, pi) = wire::parse_doorbell(value);

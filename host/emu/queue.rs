@@ -2,6 +2,7 @@
 //! hardware: a CQ and an RC QP over the caller's buffers, a UAR page of its
 //! own, and the RESET -> INIT -> RTR -> RTS walk.
 
+use super::doorbell::HostDoorbell;
 use super::nic::{CqSpec, EmuNic, NicError, QpSpec, QpState};
 use crate::abi::rust_gin_mlx5_sq;
 use crate::mlx5::queue::QueueMem;
@@ -14,6 +15,8 @@ pub struct EmuQp {
     pub cqn: u32,
     pub uar: usize,
     pub mem: QueueMem,
+    /// How the device code's host build rings this QP (named in its descriptor).
+    doorbell: HostDoorbell,
 }
 
 impl EmuQp {
@@ -37,7 +40,7 @@ impl EmuQp {
         };
         // SAFETY: as above, for the send queue and its record.
         let qpn = unsafe { nic.create_qp(qp_spec)? };
-        Ok(EmuQp { nic: nic.clone(), qpn, cqn, uar, mem })
+        Ok(EmuQp { nic: nic.clone(), qpn, cqn, uar, mem, doorbell: nic.host_doorbell() })
     }
 
     /// INIT -> RTR (towards `remote`) -> RTS.
@@ -52,7 +55,7 @@ impl EmuQp {
     }
 
     pub fn descriptor(&self, peer: u32, error: u64, timeout_ns: u64) -> rust_gin_mlx5_sq {
-        self.mem.descriptor(self.qpn, self.cqn, self.doorbell_addr(), peer, error, timeout_ns)
+        self.mem.descriptor(self.qpn, self.cqn, self.doorbell_addr(), self.doorbell.addr(), peer, error, timeout_ns)
     }
 }
 

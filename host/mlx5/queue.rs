@@ -60,13 +60,15 @@ impl QueueMem {
         self.dbr.dev_addr() + CQ_DBREC_OFF as u64
     }
 
-    /// What a kernel needs to post to this queue.
+    /// What a kernel needs to post to this queue. `host_doorbell` is the
+    /// provider's `rust_gin_host_doorbell` for host-side posting, or 0.
     #[allow(clippy::too_many_arguments)]
     pub fn descriptor(
         &self,
         qpn: u32,
         cqn: u32,
         uar_db: u64,
+        host_doorbell: u64,
         peer: u32,
         error: u64,
         timeout_ns: u64,
@@ -90,6 +92,7 @@ impl QueueMem {
             flush_addr: 0,
             flush_lkey: 0,
             reserved: 0,
+            host_doorbell,
         }
     }
 

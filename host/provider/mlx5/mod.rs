@@ -17,6 +17,7 @@
 pub mod addr;
 mod device;
 mod devx;
+pub mod doorbell;
 pub mod mr;
 pub mod prm;
 mod qp;

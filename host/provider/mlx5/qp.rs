@@ -43,6 +43,16 @@ impl Doorbell {
             Doorbell::Host(a) => *a,
         }
     }
+
+    /// How the device library's host build rings it: real MMIO through the
+    /// CPU mapping; none for the GPU mapping (a host ring of a GPU-only queue
+    /// is counted as unowned, never stored).
+    fn host_port(&self) -> u64 {
+        match self {
+            Doorbell::Gpu(_) => 0,
+            Doorbell::Host(_) => super::doorbell::host_mmio(),
+        }
+    }
 }
 
 /// How queue memory is reached: through HIP for a GPU, or plain host memory
@@ -292,7 +302,7 @@ impl QueuePair for Mlx5Qp {
     }
 
     fn descriptor(&self, peer: u32, error: u64, timeout_ns: u64) -> rust_gin_mlx5_sq {
-        self.mem.descriptor(self.qpn, self.cqn, self.doorbell.addr(), peer, error, timeout_ns)
+        self.mem.descriptor(self.qpn, self.cqn, self.doorbell.addr(), self.doorbell.host_port(), peer, error, timeout_ns)
     }
 
     fn memory(&self) -> &QueueMem {

@@ -5,6 +5,7 @@
 
 #include "rust_gin/abi/error.h"
 #include "rust_gin/abi/gin.h"
+#include "rust_gin/abi/host_doorbell.h"
 #include "rust_gin/abi/lockstep.h"
 #include "rust_gin/abi/mlx5_queue.h"
 

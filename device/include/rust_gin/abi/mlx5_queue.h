@@ -7,6 +7,8 @@
 
 #include <stdint.h>
 
+#include "rust_gin/abi/host_doorbell.h"
+
 /* Read-only after setup: kernels may cache it in scalar registers. */
 typedef struct rust_gin_mlx5_sq {
   uint64_t wqe_buf;   /* SQ ring: 2^log_wqe_cnt WQEBBs of 64 bytes (NIC-read) */
@@ -29,6 +31,10 @@ typedef struct rust_gin_mlx5_sq {
   uint64_t flush_addr;
   uint32_t flush_lkey;
   uint32_t reserved;
+  /* const rust_gin_host_doorbell*: how the host build rings this queue's
+   * NIC (its provider's MMIO or the emulated NIC); 0 where only GPU code
+   * posts. Never read on the GPU. */
+  uint64_t host_doorbell;
 } rust_gin_mlx5_sq;
 
 /* Producer and consumer counters, all in WQEBBs and all 64-bit so they never

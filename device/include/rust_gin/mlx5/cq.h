@@ -16,6 +16,17 @@ RG_INLINE uint64_t extend_done(uint64_t done, uint16_t wqe_counter) {
   return done + static_cast<uint16_t>(static_cast<uint16_t>(wqe_counter + 1) - static_cast<uint16_t>(done));
 }
 
+// The queue's host doorbell (abi/host_doorbell.h), for the host build's
+// stores to the NIC; the GPU never reads it.
+RG_INLINE uint64_t host_doorbell(const rust_gin_mlx5_sq* d) {
+#if RG_GPU
+  (void)d;
+  return 0;
+#else
+  return d->host_doorbell;
+#endif
+}
+
 class CompletionQueue {
  public:
   RG_INLINE explicit CompletionQueue(const rust_gin_mlx5_sq* d)
@@ -51,7 +62,8 @@ class CompletionQueue {
       // Tell the NIC how far we consumed (CQ doorbell record, 24-bit ci)
       // before handing out the credit: new WQEs may produce new CQEs, and the
       // NIC must already see the room they need.
-      dbr_store32(reinterpret_cast<volatile uint32_t*>(rd(d_->cq_dbrec)), bswap32(static_cast<uint32_t>(ci) & 0xffffffu));
+      dbr_store32(reinterpret_cast<volatile uint32_t*>(rd(d_->cq_dbrec)), bswap32(static_cast<uint32_t>(ci) & 0xffffffu),
+                  host_doorbell(d_));
       atomic_exchange(&st_->cq_ci, ci, __ATOMIC_RELAXED, Scope::agent);
       atomic_fetch_max(&st_->done, done, __ATOMIC_RELEASE, Scope::agent);
     }

@@ -154,9 +154,10 @@ class SendQueue {
 #if !defined(RUST_GIN_ISA_FAULT_MISSING_FENCE)
         fence_release_system();  // WQEs before the doorbell record
 #endif
-        dbr_store32(dbr, bswap32(static_cast<uint32_t>(pi) & 0xffffu));
+        dbr_store32(dbr, bswap32(static_cast<uint32_t>(pi) & 0xffffu), host_doorbell(d_));
         fence_release_system();  // doorbell record before the doorbell
-        mmio_store64(reinterpret_cast<volatile uint64_t*>(rd(d_->uar_db)), doorbell_value(rd(d_->qpn), pi));
+        mmio_store64(reinterpret_cast<volatile uint64_t*>(rd(d_->uar_db)), doorbell_value(rd(d_->qpn), pi),
+                     host_doorbell(d_));
         atomic_exchange(&st_->rung, pi, __ATOMIC_RELAXED, Scope::agent);
         atomic_fetch_add(&st_->doorbells, uint64_t{1}, __ATOMIC_RELAXED, Scope::agent);
       }

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rust_gin/abi/host_doorbell.h"
+
 #if defined(__HIP__)
 #define RG_GPU 1
 #else
@@ -45,8 +47,9 @@
 #include <sched.h>
 // Host-build hooks, implemented by the Rust crate (host/emu/bus.rs).
 RG_EXTERN_C uint64_t rust_gin_host_clock_ns(void);
-RG_EXTERN_C void rust_gin_host_mmio_write64(volatile uint64_t* reg, uint64_t value);
-RG_EXTERN_C void rust_gin_host_dbr_write32(volatile uint32_t* dbr, uint32_t value);
+// A doorbell for a queue whose descriptor names no host doorbell: counted
+// and reported by the host crate, never stored (nothing owns the address).
+RG_EXTERN_C void rust_gin_host_doorbell_unowned(volatile uint64_t* reg, uint64_t value);
 #endif
 
 namespace rust_gin {
@@ -196,12 +199,13 @@ RG_INLINE uint64_t clock_ns() { return rust_gin_host_clock_ns(); }
 namespace rust_gin {
 
 // Stores that cross the bus to the NIC. On the GPU they are plain system-scope
-// stores; in the host build they call into the emulated NIC, which stands in
-// for the PCIe write reaching the device (and counts it).
+// stores; in the host build they go through the host doorbell of the queue's
+// provider (abi/host_doorbell.h): real MMIO for mlx5, the emulated NIC for
+// emu. `host` is that rust_gin_host_doorbell* (ignored on the GPU).
 
 // The doorbell: exactly one 64-bit store to the UAR register. The ISA checks
 // assert that it stays one store on every architecture.
-RG_INLINE void mmio_store64(volatile uint64_t* reg, uint64_t value) {
+RG_INLINE void mmio_store64(volatile uint64_t* reg, uint64_t value, uint64_t host) {
 #if RG_GPU
 #if defined(RUST_GIN_ISA_FAULT_SPLIT_DOORBELL)
   // Planted fault for the ISA checks' own test: a torn doorbell.
@@ -213,17 +217,26 @@ RG_INLINE void mmio_store64(volatile uint64_t* reg, uint64_t value) {
 #else
   __hip_atomic_store(const_cast<uint64_t*>(reg), value, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
 #endif
+  (void)host;
 #else
-  rust_gin_host_mmio_write64(reg, value);
+  const rust_gin_host_doorbell* p = reinterpret_cast<const rust_gin_host_doorbell*>(host);
+  if (p && p->ring) {
+    p->ring(p->ctx, reg, value);
+  } else {
+    rust_gin_host_doorbell_unowned(reg, value);
+  }
 #endif
 }
 
 // A doorbell record: a 32-bit word in NIC-read memory (host-pinned or VRAM).
-RG_INLINE void dbr_store32(volatile uint32_t* dbr, uint32_t value) {
+RG_INLINE void dbr_store32(volatile uint32_t* dbr, uint32_t value, uint64_t host) {
 #if RG_GPU
+  (void)host;
   __hip_atomic_store(const_cast<uint32_t*>(dbr), value, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
 #else
-  rust_gin_host_dbr_write32(dbr, value);
+  __atomic_store_n(const_cast<uint32_t*>(dbr), value, __ATOMIC_RELEASE);
+  const rust_gin_host_doorbell* p = reinterpret_cast<const rust_gin_host_doorbell*>(host);
+  if (p && p->record) p->record(p->ctx, dbr, value);
 #endif
 }
 
