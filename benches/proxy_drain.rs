@@ -3,7 +3,10 @@
 //! RMA calls. Host threads, not hardware (emulated).
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use rccl_rust_gin::perf::gfd::{self, op, Gfd, GFD_QWORDS};
+#[path = "../host/bin/gin_perf/perf/gfd.rs"]
+mod gfd;
+
+use gfd::{op, Gfd, GFD_QWORDS};
 use std::hint::black_box;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;

@@ -23,6 +23,7 @@
 pub mod abi;
 pub mod config;
 pub mod device;
+#[cfg(feature = "emu")]
 pub mod emu;
 pub mod error;
 pub mod ffi;
@@ -32,7 +33,6 @@ pub mod log;
 pub mod mem;
 pub mod mlx5;
 pub mod oob;
-pub mod perf;
 pub mod provider;
 pub mod rma;
 pub mod sys;

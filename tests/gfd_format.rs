@@ -2,7 +2,10 @@
 //! ncclGinProxyQword_t (computed from the header's bitfields with gcc; see
 //! docs/proxy-model.md), and the take/put protocol.
 
-use rccl_rust_gin::perf::gfd::{self, op, Gfd, GFD_QWORDS};
+#[path = "../host/bin/gin_perf/perf/gfd.rs"]
+mod gfd;
+
+use gfd::{op, Gfd, GFD_QWORDS};
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 

@@ -974,7 +974,7 @@ fn aggregated_requests_share_one_doorbell_and_keep_data_and_order() {
         api.reg_ok(r.coll, &dst, NCCL_PTR_CUDA),
         api.reg_ok(r.coll, &sig, NCCL_PTR_CUDA),
     );
-    let doorbells = || testing::emu_counters(r.coll).unwrap().expect("the emulated NIC's counters").doorbells;
+    let doorbells = || rccl_rust_gin::rma::plugin::nic_counters(r.coll).unwrap().expect("the emulated NIC's counters").doorbells;
     let clear = || dst.write(0, &vec![0u8; 8 * 4096]);
     let check = |what: &str| {
         let mut d = vec![0u8; 8 * 4096];

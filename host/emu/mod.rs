@@ -9,10 +9,9 @@
 //!   polling thread.
 //! - [`fabric`], [`shm`], [`packet`]: the wire between NICs, in one process
 //!   or across processes.
-//! - [`wqe`]: decoding a WQE from its bytes; [`mr`]: keys and access checks;
-//!   [`counters`]: what reached the NIC and crossed the wire.
+//! - [`wqe`]: decoding a WQE from its bytes; [`mr`]: keys and access checks.
+//!   What it counts is the provider-neutral [`crate::provider::counters`].
 
-pub mod counters;
 pub mod doorbell;
 pub mod fabric;
 pub mod mr;
@@ -22,7 +21,7 @@ pub mod queue;
 pub mod shm;
 pub mod wqe;
 
-pub use counters::CounterSnapshot;
+pub use crate::provider::CounterSnapshot;
 pub use doorbell::HostDoorbell;
 pub use fabric::Fabric;
 pub use mr::{Access, Region};

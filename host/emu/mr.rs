@@ -1,19 +1,8 @@
 //! Memory regions of the emulated NIC: keys, access rights and bounds, as a
 //! ConnectX checks them.
 
-use bitflags::bitflags;
+pub use crate::provider::Access;
 use std::collections::HashMap;
-
-bitflags! {
-    /// Access rights of a memory region (the ibv_access_flags subset used).
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub struct Access: u32 {
-        const LOCAL_WRITE = 1 << 0;
-        const REMOTE_WRITE = 1 << 1;
-        const REMOTE_READ = 1 << 2;
-        const REMOTE_ATOMIC = 1 << 3;
-    }
-}
 
 #[derive(Clone, Copy, Debug)]
 pub struct Region {

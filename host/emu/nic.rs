@@ -21,7 +21,7 @@
 //!   retransmission.
 
 use super::doorbell::{DoorbellSink, HostDoorbell};
-use super::counters::{CounterSnapshot, Counters};
+use crate::provider::counters::{CounterSnapshot, Counters};
 use super::fabric::{Fabric, Stepper, WireError};
 use super::mr::{Access, AccessError, MrTable, Region};
 use super::packet::{Body, Packet};

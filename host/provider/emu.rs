@@ -80,6 +80,11 @@ fn emu_info() -> NicInfo {
         ptr_support: NCCL_PTR_HOST | NCCL_PTR_CUDA,
         max_message: 1 << 31,
         latency_us: 0.0,
+        // One NIC per rank; its step loop executes every incoming packet, from
+        // every peer and QP, one at a time in arrival order under one lock,
+        // storing a write's bytes before it looks at the next packet; a signal
+        // is a fetch-and-add with release semantics after all of them.
+        flushes_all_puts_on_any_signal: true,
     }
 }
 
@@ -224,7 +229,7 @@ impl Nic for EmuDevice {
     fn progress(&self) -> bool {
         self.nic.step()
     }
-    fn emu_counters(&self) -> Option<crate::emu::CounterSnapshot> {
+    fn counters(&self) -> Option<crate::provider::CounterSnapshot> {
         Some(self.nic.counters())
     }
 }

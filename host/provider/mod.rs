@@ -5,8 +5,14 @@
 //! - `emu`: the emulated NIC (host/provider/emu.rs), only by explicit choice.
 //! bnxt_re and ionic can follow as further implementations of these traits.
 
+mod access;
+pub mod counters;
+#[cfg(feature = "emu")]
 pub mod emu;
 pub mod mlx5;
+
+pub use access::Access;
+pub use counters::CounterSnapshot;
 
 use crate::abi::rust_gin_mlx5_sq;
 use crate::config::{Config, ProviderKind};
@@ -29,14 +35,16 @@ pub struct NicInfo {
     /// Largest message of one operation.
     pub max_message: u64,
     pub latency_us: f32,
+    /// Whether every put already received on this NIC is visible once any
+    /// signal arrives, from any peer (RMA v16's getRmaProperties;
+    /// docs/rma-plugin.md gives the reasoning per provider).
+    pub flushes_all_puts_on_any_signal: bool,
 }
 
 /// What a peer needs to reach a NIC: goes into the listen handle.
 pub const NIC_ADDRESS_BYTES: usize = 40;
 pub type NicAddress = [u8; NIC_ADDRESS_BYTES];
 
-/// Access rights of a registration.
-pub use crate::emu::mr::Access;
 
 /// A registered memory region.
 pub trait MemoryRegion: Send + Sync {
@@ -86,8 +94,10 @@ pub trait Nic: Send + Sync {
     /// by RCCL's proxy thread); hardware needs nothing.
     fn needs_progress(&self) -> bool;
     fn progress(&self) -> bool;
-    /// The emulated NIC's bus and wire counters; hardware returns None.
-    fn emu_counters(&self) -> Option<crate::emu::CounterSnapshot> {
+    /// What the NIC counted (doorbells, WQEBBs read, CQEs, packets, ...):
+    /// the emulated NIC counts everything; hardware providers return None
+    /// (its counters are not read yet).
+    fn counters(&self) -> Option<CounterSnapshot> {
         None
     }
 }
@@ -100,12 +110,37 @@ pub trait Provider: Send + Sync {
     fn open(&self, dev: usize) -> Result<Arc<dyn Nic>>;
 }
 
-/// The provider the configuration selects. The emulated NIC only when asked
-/// for; mlx5 otherwise, failing with what is missing when no NIC is usable.
+/// Who posts to the queues a NIC creates, which decides where their memory
+/// lives and how the doorbell is mapped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemoryMode {
+    /// GPU kernels (the GIN backend): queue memory through HIP, doorbells
+    /// mapped for the GPU; fails without a GPU.
+    Gpu,
+    /// The host (the RMA plugin's proxy path, tools): host memory and the
+    /// CPU's doorbell mapping, rung through the provider's host doorbell.
+    Host,
+}
+
+/// The provider the configuration selects, opening NICs for GPU kernels.
+/// The emulated NIC only when asked for; mlx5 otherwise, failing with what
+/// is missing when no NIC is usable.
 pub fn select(config: &Config) -> Result<Arc<dyn Provider>> {
+    select_for(config, MemoryMode::Gpu)
+}
+
+/// As [`select`], opening NICs for `mode` (the emulated NIC's memory serves
+/// both).
+pub fn select_for(config: &Config, mode: MemoryMode) -> Result<Arc<dyn Provider>> {
     match config.provider {
+        #[cfg(feature = "emu")]
         ProviderKind::Emu => Ok(Arc::new(emu::EmuProvider::new(config)?)),
-        ProviderKind::Mlx5 => Ok(Arc::new(mlx5::Mlx5Provider::probe(config)?)),
+        #[cfg(not(feature = "emu"))]
+        ProviderKind::Emu => Err(Error::InvalidArgument(
+            "RCCL_RUST_GIN_PROVIDER=emu, but this library was built without the emulated NIC (cargo feature `emu`)"
+                .into(),
+        )),
+        ProviderKind::Mlx5 => Ok(Arc::new(mlx5::Mlx5Provider::probe(config)?.for_mode(mode))),
     }
 }
 

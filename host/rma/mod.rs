@@ -11,7 +11,7 @@
 //!   library's host build ([`crate::mlx5::sq::SendQueue`]), doorbell
 //!   aggregation, completions;
 //! - [`memory`]: symmetric registrations (GIN windows seen from the host);
-//! - [`testing`]: hooks for tests and benchmarks (counters, fault injection).
+//! - [`testing`]: fault injection for tests.
 //!
 //! Connection setup, handles, the out-of-band mesh and registration are the
 //! GIN backend's ([`crate::gin`]); objects travel as the same opaque tokens.

@@ -6,7 +6,7 @@
 
 use super::context::{fetch_add, nop, rdma, read_flush, req_flags, Op, Request, RmaContext, RmaSettings};
 use super::memory::RmaMem;
-use crate::config::{Config, ProviderKind};
+use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::ffi::boundary::out;
 use crate::ffi::nccl::*;
@@ -15,8 +15,7 @@ use crate::gin::comm::{CollComm, Instance, ListenComm};
 use crate::gin::registry::{Kind, Registry};
 use crate::gin::window::{Source, Window};
 use crate::mlx5::wire::opcode;
-use crate::provider::mlx5::{MemoryMode, Mlx5Provider};
-use crate::provider::{Nic, NicInfo, Provider};
+use crate::provider::{MemoryMode, Provider};
 use crate::{bad_arg, bad_usage, info_line};
 use std::ffi::{c_int, c_void};
 use std::sync::{Arc, RwLock};
@@ -49,53 +48,21 @@ pub const MAX_RECVS: c_int = 8;
 /// Largest message of one RDMA WRITE or READ; bigger requests are split.
 pub const MAX_CHUNK: u64 = 1 << 30;
 
-/// Whether every put already received on a communicator is visible when any
-/// signal arrives, from any peer, on every NIC it uses (docs/rma-plugin.md
-/// gives the reasoning).
-pub fn flushes_all_puts_on_any_signal(kind: ProviderKind) -> bool {
-    match kind {
-        // One NIC per rank; its step loop executes every incoming packet, from
-        // every peer and QP, one at a time in arrival order under one lock,
-        // storing a write's bytes before it looks at the next packet; a signal
-        // is a fetch-and-add with release semantics after all of them.
-        ProviderKind::Emu => true,
-        // Independent QPs and processing units, PCIe writes that may pass each
-        // other (relaxed ordering), possibly several NICs: no such guarantee.
-        ProviderKind::Mlx5 => false,
-    }
-}
-
 // --- the provider -----------------------------------------------------------
 
-/// The RMA plugin posts from the host (RCCL's proxy thread), through the
-/// device library's host build. An mlx5 NIC must therefore be opened for
-/// host-side posting: queue memory in host memory and the CPU's mapping of
-/// the doorbell ([`MemoryMode::Host`]). The GIN backend's `open` places them
-/// for the GPU (hipMalloc state, a GPU mapping of the doorbell), which the CPU
-/// cannot use. The emulated NIC's memory serves both.
-struct HostPostingMlx5(Mlx5Provider);
-
-impl Provider for HostPostingMlx5 {
-    fn kind(&self) -> ProviderKind {
-        self.0.kind()
-    }
-    fn devices(&self) -> usize {
-        self.0.devices()
-    }
-    fn info(&self, dev: usize) -> Result<NicInfo> {
-        self.0.info(dev)
-    }
-    fn open(&self, dev: usize) -> Result<Arc<dyn Nic>> {
-        Ok(self.0.open_mode(dev, MemoryMode::Host)?)
-    }
+/// The provider RCCL_RUST_GIN_PROVIDER selects, opened for host-side posting:
+/// the RMA plugin posts from RCCL's proxy thread through the device library's
+/// host build, so queue memory must be host memory and the doorbell the CPU's
+/// mapping (the GIN backend opens them for the GPU, which the CPU cannot use).
+pub fn select_provider(config: &Config) -> Result<Arc<dyn Provider>> {
+    crate::provider::select_for(config, MemoryMode::Host)
 }
 
-/// The provider RCCL_RUST_GIN_PROVIDER selects, opened for host-side posting.
-pub fn select_provider(config: &Config) -> Result<Arc<dyn Provider>> {
-    match config.provider {
-        ProviderKind::Mlx5 => Ok(Arc::new(HostPostingMlx5(Mlx5Provider::probe(config)?))),
-        ProviderKind::Emu => crate::provider::select(config),
-    }
+/// What the NIC behind a collComm counted (doorbells, WQEBBs, CQEs, ...),
+/// for diagnostics and benchmarks; None where the provider does not count
+/// (hardware, for now).
+pub fn nic_counters(coll_comm: *mut c_void) -> Result<Option<crate::provider::CounterSnapshot>> {
+    Ok(COLLS.get(coll_comm, "collComm")?.nic.counters())
 }
 
 // --- init, devices, properties -----------------------------------------------
@@ -136,7 +103,7 @@ pub(crate) fn get_properties(dev: c_int, props: *mut NcclNetProperties) -> Resul
 pub(crate) fn get_rma_properties(coll_comm: *mut c_void, props: *mut NcclRmaProperties) -> Result<()> {
     let props = out(props, "rmaProps")?;
     let coll = COLLS.get(coll_comm, "collComm")?;
-    *props = NcclRmaProperties { flushes_all_puts_on_any_signal: flushes_all_puts_on_any_signal(coll.nic.kind()) };
+    *props = NcclRmaProperties { flushes_all_puts_on_any_signal: coll.nic.info().flushes_all_puts_on_any_signal };
     Ok(())
 }
 

@@ -258,6 +258,10 @@ impl Context {
             ptr_support,
             max_message: self.max_msg_sz.into(),
             latency_us: 0.0,
+            // Independent QPs and processing units, PCIe writes that may pass
+            // each other (relaxed ordering), possibly several NICs: no such
+            // guarantee (docs/rma-plugin.md).
+            flushes_all_puts_on_any_signal: false,
         }
     }
 

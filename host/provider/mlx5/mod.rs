@@ -36,18 +36,11 @@ pub struct Mlx5Provider {
     names: Vec<String>,
     config: Config,
     infos: Mutex<Vec<Option<NicInfo>>>,
+    /// What [`Provider::open`] opens NICs for.
+    mode: MemoryMode,
 }
 
-/// Where an opened NIC puts queue memory and maps doorbells.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MemoryMode {
-    /// For GPU kernels: memory through HIP, doorbells mapped for the GPU
-    /// (what [`Provider::open`] does; fails without a GPU).
-    Gpu,
-    /// For posting from the host (tests, tools): plain host memory and the
-    /// CPU's doorbell mapping. Descriptors then hold host addresses.
-    Host,
-}
+pub use super::MemoryMode;
 
 impl Mlx5Provider {
     /// Lists the mlx5 RDMA devices; fails, saying what to do, when none is usable.
@@ -88,7 +81,13 @@ impl Mlx5Provider {
             )));
         }
         let infos = Mutex::new(vec![None; names.len()]);
-        Ok(Mlx5Provider { names, config: config.clone(), infos })
+        Ok(Mlx5Provider { names, config: config.clone(), infos, mode: MemoryMode::Gpu })
+    }
+
+    /// The same devices, opened by [`Provider::open`] for `mode`.
+    pub fn for_mode(mut self, mode: MemoryMode) -> Mlx5Provider {
+        self.mode = mode;
+        self
     }
 
     /// The device names, in index order.
@@ -143,7 +142,7 @@ impl Provider for Mlx5Provider {
         Ok(info)
     }
     fn open(&self, dev: usize) -> Result<Arc<dyn Nic>> {
-        Ok(self.open_mode(dev, MemoryMode::Gpu)?)
+        Ok(self.open_mode(dev, self.mode)?)
     }
 }
 

@@ -1,5 +1,6 @@
-//! What crosses the emulated PCIe bus and the wire: the figures the
-//! performance numbers are made of.
+//! What a NIC counted: doorbells, WQEBBs read, CQEs, operations, packets.
+//! The emulated NIC counts all of it (the figures of the emulated performance
+//! numbers); hardware providers do not report counters yet.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -3,25 +3,24 @@
 //! connection setup, createContext, symmetric windows), as RCCL would build
 //! them.
 
-use crate::config::Config;
-use crate::error::{Error, Result};
-use crate::gin::comm::{CollComm, Instance, ListenComm};
-use crate::gin::context::{GinContext, Settings};
-use crate::gin::window::{Source, Window};
-use crate::gpu::{Allocator, GpuBuf, HostMemory, Placement};
-use crate::ffi::nccl::NCCL_PTR_CUDA;
+use rccl_rust_gin::config::Config;
+use rccl_rust_gin::error::{Error, Result};
+use rccl_rust_gin::gin::comm::{CollComm, Instance, ListenComm};
+use rccl_rust_gin::gin::context::{GinContext, Settings};
+use rccl_rust_gin::gin::window::{Source, Window};
+use rccl_rust_gin::gpu::{Allocator, GpuBuf, HostMemory, Placement};
+use rccl_rust_gin::ffi::nccl::NCCL_PTR_CUDA;
 use std::sync::{Arc, Barrier, Mutex};
 
 /// One rank's objects.
 pub struct Rank {
-    pub rank: u32,
     pub coll: Arc<CollComm>,
     pub ctx: GinContext,
     /// Source and destination windows of `window_bytes` each.
     pub src: Window,
     pub dst: Window,
-    pub src_buf: GpuBuf,
-    pub dst_buf: GpuBuf,
+    _src_buf: GpuBuf,
+    _dst_buf: GpuBuf,
 }
 
 impl Rank {
@@ -29,8 +28,8 @@ impl Rank {
     pub fn handle(&self) -> *const std::ffi::c_void {
         self.ctx.device_handle() as *const std::ffi::c_void
     }
-    pub fn emu_counters(&self) -> Option<crate::emu::CounterSnapshot> {
-        self.coll.nic.emu_counters()
+    pub fn counters(&self) -> Option<rccl_rust_gin::provider::CounterSnapshot> {
+        self.coll.nic.counters()
     }
 }
 
@@ -41,7 +40,7 @@ unsafe impl Sync for Rank {}
 
 /// Builds `nranks` connected ranks with one context set per rank.
 pub fn build(config: &Config, nranks: usize, settings: Settings, window_bytes: usize) -> Result<Vec<Rank>> {
-    let provider = crate::provider::select(config)?;
+    let provider = rccl_rust_gin::provider::select(config)?;
     let barrier = Barrier::new(nranks);
     let handles = Mutex::new(vec![None; nranks]);
     let out: Vec<Result<Rank>> = std::thread::scope(|s| {
@@ -68,7 +67,7 @@ pub fn build(config: &Config, nranks: usize, settings: Settings, window_bytes: u
                     let dst_buf = alloc.alloc(window_bytes, 4096, Placement::Device)?;
                     let src = Window::register(coll.clone(), src_buf.dev_addr(), window_bytes as u64, NCCL_PTR_CUDA, Source::Pointer)?;
                     let dst = Window::register(coll.clone(), dst_buf.dev_addr(), window_bytes as u64, NCCL_PTR_CUDA, Source::Pointer)?;
-                    Ok(Rank { rank: r as u32, coll, ctx, src, dst, src_buf, dst_buf })
+                    Ok(Rank { coll, ctx, src, dst, _src_buf: src_buf, _dst_buf: dst_buf })
                 })
             })
             .collect();

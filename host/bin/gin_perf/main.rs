@@ -4,10 +4,12 @@
 //! by side, on the emulated NIC by default, and prints latency, bandwidth,
 //! message rate, the NIC's counters per operation and host CPU per operation.
 
+mod perf;
+
 use clap::{Parser, ValueEnum};
 use rccl_rust_gin::config::{Config, ProviderKind};
 use rccl_rust_gin::gin::context::Settings;
-use rccl_rust_gin::perf::{self, datapath, direct::Direct, report, Op, Params};
+use perf::{datapath, direct::Direct, report, Op, Params};
 use std::process::ExitCode;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]

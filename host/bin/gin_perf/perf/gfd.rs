@@ -4,6 +4,10 @@
 //! nccl_device/gin/proxy/gin_proxy_device_host_common.h (docs/proxy-model.md
 //! cites them); only what the proxy model needs is encoded.
 
+// A format description: the proxy model, its test and its bench each use
+// part of it.
+#![allow(dead_code)]
+
 pub const GFD_QWORDS: usize = 16;
 pub const GFD_BYTES: usize = 128;
 pub const GFD_VERSION: u64 = 2;
@@ -92,8 +96,8 @@ impl Gfd {
         let inc = self.op & op::WITH_SIGNAL_INC != 0;
         let add = self.op & op::WITH_SIGNAL_ADD != 0;
         match (inc, add) {
-            (true, false) => Some(crate::ffi::nccl::NCCL_NET_SIGNAL_OP_INC),
-            (false, true) => Some(crate::ffi::nccl::NCCL_NET_SIGNAL_OP_ADD),
+            (true, false) => Some(rccl_rust_gin::ffi::nccl::NCCL_NET_SIGNAL_OP_INC),
+            (false, true) => Some(rccl_rust_gin::ffi::nccl::NCCL_NET_SIGNAL_OP_ADD),
             _ => None,
         }
     }

@@ -4,10 +4,10 @@
 
 use super::world::Rank;
 use super::{Op, Path};
-use crate::abi::{rust_gin_signal, RUST_GIN_SIGNAL_INDEXED, RUST_GIN_SIGNAL_NONE, RUST_GIN_SIGNAL_OP_INC};
-use crate::device::{self, DeviceStatus};
-use crate::emu::CounterSnapshot;
-use crate::error::{Error, Result};
+use rccl_rust_gin::abi::{rust_gin_signal, RUST_GIN_SIGNAL_INDEXED, RUST_GIN_SIGNAL_NONE, RUST_GIN_SIGNAL_OP_INC};
+use rccl_rust_gin::device::{self, DeviceStatus};
+use rccl_rust_gin::provider::CounterSnapshot;
+use rccl_rust_gin::error::{Error, Result};
 
 pub struct Direct {
     pub ranks: Vec<Rank>,
@@ -23,9 +23,6 @@ fn check(what: &str, code: i32, r: &Rank) -> Result<()> {
 impl Path for Direct {
     fn name(&self) -> &'static str {
         "direct"
-    }
-    fn nranks(&self) -> usize {
-        self.ranks.len()
     }
 
     fn post(&self, from: usize, _lane: usize, to: usize, op: Op, off: u64, bytes: u64) -> Result<()> {
@@ -69,7 +66,7 @@ impl Path for Direct {
     }
 
     fn counters(&self, rank: usize) -> Option<CounterSnapshot> {
-        self.ranks[rank].emu_counters()
+        self.ranks[rank].counters()
     }
 
     fn proxy_cpu_ns(&self) -> u64 {

@@ -2,18 +2,17 @@
 //! put and per put-with-signal, doorbells and signalled CQEs per batch of 64
 //! requests, and the posting rate of the device code's host build.
 
-use crate::abi::rust_gin_mlx5_request;
-use crate::emu::{Access, EmuNic, EmuQp, Fabric, NicConfig};
-use crate::error::{Error, Result};
-use crate::gpu::{Allocator, HostMemory, Placement};
-use crate::mlx5::queue::QueueMem;
-use crate::mlx5::sq::{new_error_record, SendQueue};
-use crate::mlx5::wire::opcode;
+use rccl_rust_gin::abi::rust_gin_mlx5_request;
+use rccl_rust_gin::emu::{Access, EmuNic, EmuQp, Fabric, NicConfig};
+use rccl_rust_gin::error::{Error, Result};
+use rccl_rust_gin::gpu::{Allocator, HostMemory, Placement};
+use rccl_rust_gin::mlx5::queue::QueueMem;
+use rccl_rust_gin::mlx5::sq::{new_error_record, SendQueue};
+use rccl_rust_gin::mlx5::wire::opcode;
 use std::time::Instant;
 
 #[derive(Clone, Debug, Default)]
 pub struct Figures {
-    pub batches: u64,
     pub wqebbs_per_put: f64,
     pub wqebbs_per_put_signal: f64,
     pub doorbells_per_batch64: f64,
@@ -73,7 +72,6 @@ pub fn run(batches: u64) -> Result<Figures> {
     let d = c1.since(&c0);
     let puts = (batches * 64) as f64;
     let mut f = Figures {
-        batches,
         // Counted as the NIC read them; quiet may add one NOP at the very end.
         wqebbs_per_put: (d.wqebbs_read - d.nops) as f64 / puts,
         doorbells_per_batch64: d.doorbells as f64 / batches as f64,

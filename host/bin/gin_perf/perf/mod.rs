@@ -11,8 +11,8 @@ pub mod proxy;
 pub mod report;
 pub mod world;
 
-use crate::emu::CounterSnapshot;
-use crate::error::Result;
+use rccl_rust_gin::provider::CounterSnapshot;
+use rccl_rust_gin::error::Result;
 use std::time::Instant;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -40,7 +40,6 @@ impl Op {
 /// One way of getting operations from a requester to the NIC.
 pub trait Path: Send + Sync {
     fn name(&self) -> &'static str;
-    fn nranks(&self) -> usize;
     /// Posts one operation from `lane` of rank `from` to rank `to`, moving
     /// `bytes` at byte offset `off` of the source and destination windows.
     fn post(&self, from: usize, lane: usize, to: usize, op: Op, off: u64, bytes: u64) -> Result<()>;
@@ -131,7 +130,7 @@ fn latency(path: &dyn Path, op: Op, bytes: u64, iters: usize, warmup: usize) -> 
                         rtts.push(t.elapsed().as_secs_f64() * 1e6);
                     }
                 }
-                let p = pong.join().unwrap_or_else(|_| Err(crate::error::Error::Internal("pong thread panicked".into())));
+                let p = pong.join().unwrap_or_else(|_| Err(rccl_rust_gin::error::Error::Internal("pong thread panicked".into())));
                 res.and(p)
             })?;
         }
@@ -170,7 +169,7 @@ fn stream(path: &dyn Path, op: Op, bytes: u64, iters: usize, lanes: usize) -> Re
             .collect();
         let mut sum = 0;
         for j in joins {
-            sum += j.join().unwrap_or_else(|_| Err(crate::error::Error::Internal("lane panicked".into())))?;
+            sum += j.join().unwrap_or_else(|_| Err(rccl_rust_gin::error::Error::Internal("lane panicked".into())))?;
         }
         Ok(sum)
     })?;

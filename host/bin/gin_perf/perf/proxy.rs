@@ -13,12 +13,12 @@
 
 use super::gfd::{op, Gfd, GFD_QWORDS};
 use super::{thread_cpu_ns, Op, Path};
-use crate::config::Config;
-use crate::emu::CounterSnapshot;
-use crate::error::{Error, Result};
-use crate::ffi::nccl::{NcclResult, NCCL_NET_HANDLE_MAXSIZE, NCCL_PTR_CUDA, NCCL_SUCCESS};
-use crate::ffi::rma::{NcclRmaConfig, NcclRmaV16, NCCL_RMA_OPT_FLAGS_AGGREGATE_REQUESTS, NCCL_RMA_OPT_FLAGS_DEFAULT};
-use crate::gpu::{Allocator, GpuBuf, HostMemory, Placement};
+use rccl_rust_gin::config::Config;
+use rccl_rust_gin::provider::CounterSnapshot;
+use rccl_rust_gin::error::{Error, Result};
+use rccl_rust_gin::ffi::nccl::{NcclResult, NCCL_NET_HANDLE_MAXSIZE, NCCL_PTR_CUDA, NCCL_SUCCESS};
+use rccl_rust_gin::ffi::rma::{NcclRmaConfig, NcclRmaV16, NCCL_RMA_OPT_FLAGS_AGGREGATE_REQUESTS, NCCL_RMA_OPT_FLAGS_DEFAULT};
+use rccl_rust_gin::gpu::{Allocator, GpuBuf, HostMemory, Placement};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
@@ -31,7 +31,7 @@ pub const QUEUE_SIZE: usize = 32;
 const WAIT_LIMIT: Duration = Duration::from_secs(30);
 
 fn plugin() -> &'static NcclRmaV16 {
-    &crate::rma::ncclRmaPlugin_v16
+    &rccl_rust_gin::rma::ncclRmaPlugin_v16
 }
 
 fn ok(what: &str, r: NcclResult) -> Result<()> {
@@ -309,9 +309,6 @@ impl Path for Proxy {
     fn name(&self) -> &'static str {
         "proxy"
     }
-    fn nranks(&self) -> usize {
-        self.ranks.len()
-    }
 
     fn post(&self, from: usize, _lane: usize, to: usize, o: Op, off: u64, bytes: u64) -> Result<()> {
         let r = &self.ranks[from];
@@ -372,7 +369,7 @@ impl Path for Proxy {
     }
 
     fn counters(&self, rank: usize) -> Option<CounterSnapshot> {
-        crate::rma::testing::emu_counters(self.ranks[rank].coll).ok().flatten()
+        rccl_rust_gin::rma::plugin::nic_counters(self.ranks[rank].coll).ok().flatten()
     }
 
     fn proxy_cpu_ns(&self) -> u64 {
