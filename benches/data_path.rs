@@ -6,7 +6,7 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughpu
 use rccl_rust_gin::abi::rust_gin_mlx5_request;
 use rccl_rust_gin::device;
 use rccl_rust_gin::emu::{Access, EmuNic, EmuQp, Fabric, NicConfig};
-use rccl_rust_gin::gpu::{Allocator, HostMemory, Placement};
+use rccl_rust_gin::gpu::{Allocator, HostMemory, Object, RingHome};
 use rccl_rust_gin::mlx5::queue::QueueMem;
 use rccl_rust_gin::mlx5::sq::{new_error_record, SendQueue};
 use rccl_rust_gin::mlx5::wire::opcode;
@@ -40,10 +40,10 @@ fn batch_post(c: &mut Criterion) {
     let fabric = Fabric::threads();
     let nic = EmuNic::new(&fabric, NicConfig::default()).unwrap();
     let pd = nic.alloc_pd();
-    let buf = HostMemory.alloc(1 << 16, 4096, Placement::Device).unwrap();
+    let buf = HostMemory.alloc(1 << 16, 4096, Object::WindowData).unwrap();
     // SAFETY: buf outlives the registration's use in this benchmark.
     let mr = unsafe { nic.reg_mr(pd, buf.host_addr().unwrap(), 1 << 16, Access::all()) }.unwrap();
-    let qp = EmuQp::create(&nic, pd, QueueMem::new(&HostMemory, 12, Placement::HostPinned).unwrap()).unwrap();
+    let qp = EmuQp::create(&nic, pd, QueueMem::new(&HostMemory, 12, RingHome::Host).unwrap()).unwrap();
     qp.connect(nic.node(), qp.qpn).unwrap();
     let err = new_error_record(&HostMemory).unwrap();
     let sq = SendQueue::new(&HostMemory, &qp.descriptor(0, err.dev_addr(), 60_000_000_000)).unwrap();
@@ -90,7 +90,7 @@ fn post_only(c: &mut Criterion) {
             let mut total = std::time::Duration::ZERO;
             let mut left = iters;
             while left > 0 {
-                let qp = EmuQp::create(&nic, pd, QueueMem::new(&HostMemory, 15, Placement::HostPinned).unwrap()).unwrap();
+                let qp = EmuQp::create(&nic, pd, QueueMem::new(&HostMemory, 15, RingHome::Host).unwrap()).unwrap();
                 qp.connect(nic.node(), qp.qpn).unwrap();
                 let err = new_error_record(&HostMemory).unwrap();
                 let sq = SendQueue::new(&HostMemory, &qp.descriptor(0, err.dev_addr(), 1_000_000_000)).unwrap();

@@ -3,7 +3,7 @@
 
 use rccl_rust_gin::abi::rust_gin_mlx5_request;
 use rccl_rust_gin::device;
-use rccl_rust_gin::gpu::{Allocator, HostMemory, Placement};
+use rccl_rust_gin::gpu::{Allocator, HostMemory, Object, RingHome};
 use rccl_rust_gin::mlx5::queue::QueueMem;
 use rccl_rust_gin::mlx5::sq::{new_error_record, SendQueue};
 use rccl_rust_gin::mlx5::wire::{doorbell_value, opcode, CtrlSeg, DataSeg, RaddrSeg, UAR_DB_OFFSET};
@@ -38,8 +38,8 @@ fn host_built_device_code_builds_an_rdma_write() {
 /// "register" here is host memory standing in for the CPU's UAR mapping.
 #[test]
 fn host_posting_on_mlx5_stores_the_doorbell_to_the_queues_own_register() {
-    let mem = QueueMem::new(&HostMemory, 6, Placement::HostPinned).unwrap();
-    let uar = HostMemory.alloc(4096, 4096, Placement::HostPinned).unwrap();
+    let mem = QueueMem::new(&HostMemory, 6, RingHome::Host).unwrap();
+    let uar = HostMemory.alloc(4096, 4096, Object::WindowData).unwrap();
     let reg = uar.dev_addr() + UAR_DB_OFFSET as u64;
     let error = new_error_record(&HostMemory).unwrap();
     let qpn = 0x00ab_cd12;
@@ -69,7 +69,7 @@ fn host_posting_on_mlx5_stores_the_doorbell_to_the_queues_own_register() {
 /// that would fault if anything read or wrote it) is never touched.
 #[test]
 fn a_host_ring_of_a_gpu_only_queue_touches_nothing() {
-    let mem = QueueMem::new(&HostMemory, 6, Placement::HostPinned).unwrap();
+    let mem = QueueMem::new(&HostMemory, 6, RingHome::Host).unwrap();
     let error = new_error_record(&HostMemory).unwrap();
     let nowhere = 0x10; // the null page: any access faults
     let desc = mem.descriptor(0x99, 0x41, nowhere, 0, 0, error.dev_addr(), 1_000_000_000);

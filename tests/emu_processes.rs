@@ -8,7 +8,7 @@ mod emu;
 
 use emu::*;
 use rccl_rust_gin::emu::{EmuQp, Fabric};
-use rccl_rust_gin::gpu::{HostMemory, Placement};
+use rccl_rust_gin::gpu::{HostMemory, RingHome};
 use rccl_rust_gin::mlx5::queue::QueueMem;
 use std::io::{BufRead, BufReader, Write};
 
@@ -50,7 +50,7 @@ fn two_processes_share_a_fabric() {
     let v = parse(&line);
     let (node, qpn, base, rkey) = (v[0] as u32, v[1] as u32, v[2], v[3] as u32);
 
-    let qp = EmuQp::create(&a.nic, a.pd, QueueMem::new(&HostMemory, 8, Placement::HostPinned).unwrap()).unwrap();
+    let qp = EmuQp::create(&a.nic, a.pd, QueueMem::new(&HostMemory, 8, RingHome::Host).unwrap()).unwrap();
     qp.connect(node, qpn).unwrap();
     writeln!(child.stdin.as_mut().unwrap(), "{} {}", a.nic.node(), qp.qpn).unwrap();
 
@@ -82,7 +82,7 @@ fn rank_one() {
     let fabric = Fabric::shm_attach(&name).expect("attach");
     let b = Side::new(&fabric, "rank1", (FLAG + 8) as usize, ALL);
     b.nic.start_polling();
-    let qp = EmuQp::create(&b.nic, b.pd, QueueMem::new(&HostMemory, 8, Placement::HostPinned).unwrap()).unwrap();
+    let qp = EmuQp::create(&b.nic, b.pd, QueueMem::new(&HostMemory, 8, RingHome::Host).unwrap()).unwrap();
     // Straight to file descriptor 1: the test harness captures the
     // standard-output handles of test threads.
     let say = |s: String| {

@@ -642,7 +642,7 @@ fn misaligned_va_signal_targets_are_refused() {
     let p = in_process_plugin();
     // A window whose base is 4 bytes past an 8-byte boundary.
     let raw = rccl_rust_gin::gpu::Allocator::alloc(
-        &rccl_rust_gin::gpu::HostMemory, 4096, 4096, rccl_rust_gin::gpu::Placement::Device).unwrap();
+        &rccl_rust_gin::gpu::HostMemory, 4096, 4096, rccl_rust_gin::gpu::Object::WindowData).unwrap();
     let mut wins = Vec::new();
     std::thread::scope(|s| {
         let hs: Vec<_> = (0..N)

@@ -17,7 +17,7 @@ use proptest::prelude::*;
 use rccl_rust_gin::config::Config;
 use rccl_rust_gin::error::Error;
 use rccl_rust_gin::gpu::hip::{self, HipAllocator};
-use rccl_rust_gin::gpu::{Allocator, HostMemory, Placement};
+use rccl_rust_gin::gpu::{Allocator, HostMemory, Object, Placement, RingHome};
 use rccl_rust_gin::provider::mlx5::addr::{self, GidType, LinkLayer, Mlx5Address};
 use rccl_rust_gin::provider::mlx5::mr::verbs_access;
 use rccl_rust_gin::provider::mlx5::prm::{self, ads, cqc, qpc, Field};
@@ -572,9 +572,11 @@ fn hip_allocator_reports_no_gpu_or_works() {
         }
         Err(e) => panic!("expected a system error, got {e:?}"),
         Ok(a) => {
-            // A GPU is present: both placements allocate, zeroed, and copy.
-            for placement in [Placement::HostPinned, Placement::Device] {
-                let b = a.alloc(4096, 4096, placement).expect("alloc");
+            // A GPU is present: every placement allocates, zeroed, and copies.
+            let one_of_each = [Object::SendRing(RingHome::Host), Object::Handle, Object::Signals, Object::ErrorRecord];
+            for object in one_of_each {
+                let placement = object.placement();
+                let b = a.alloc(4096, 4096, object).expect("alloc");
                 assert_eq!(b.dev_addr() % 4096, 0);
                 assert_eq!(b.host_addr().is_some(), placement == Placement::HostPinned);
                 let mut out = [0xffu8; 64];
@@ -598,7 +600,7 @@ fn hip_error_text_handles_unknown_codes() {
 
 #[test]
 fn host_memory_path_is_unchanged() {
-    let b = HostMemory.alloc(256, 64, Placement::Device).unwrap();
+    let b = HostMemory.alloc(256, 64, Object::WindowData).unwrap();
     assert!(b.host_addr().is_some());
     b.write(8, &[1, 2, 3]);
     b.try_write(16, &[4]).unwrap();
@@ -640,8 +642,8 @@ fn hw_loopback_write_atomic_read() {
     b.connect(&me, a.qpn()).expect("connect b -> a");
 
     let alloc = nic.allocator();
-    let src = alloc.alloc(4096, 4096, Placement::HostPinned).unwrap();
-    let dst = alloc.alloc(4096, 4096, Placement::HostPinned).unwrap();
+    let src = alloc.alloc(4096, 4096, Object::WindowData).unwrap();
+    let dst = alloc.alloc(4096, 4096, Object::WindowData).unwrap();
     let pattern: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 3) as u8).collect();
     src.write(0, &pattern);
     // SAFETY: both buffers outlive the regions (dropped at the end of the test, after them).

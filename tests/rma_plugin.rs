@@ -18,7 +18,7 @@ mod rccl_host;
 use rccl_host::{cdylib_path, setup_env, Logger};
 use rccl_rust_gin::ffi::nccl::*;
 use rccl_rust_gin::ffi::rma::*;
-use rccl_rust_gin::gpu::{Allocator, GpuBuf, HostMemory, Placement};
+use rccl_rust_gin::gpu::{Allocator, GpuBuf, HostMemory, Object};
 use rccl_rust_gin::rma::testing;
 use std::ffi::{c_int, c_void, CStr};
 use std::sync::atomic::Ordering;
@@ -402,7 +402,7 @@ impl Exchange {
 }
 
 fn buf(size: usize) -> GpuBuf {
-    HostMemory.alloc(size, 4096, Placement::Device).unwrap()
+    HostMemory.alloc(size, 4096, Object::WindowData).unwrap()
 }
 
 fn pattern(rank: usize, i: usize) -> u8 {

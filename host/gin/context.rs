@@ -16,7 +16,7 @@ use crate::device::DeviceError;
 use crate::error::{Error, Result};
 use crate::ffi::gin::NcclGinConfig;
 use crate::ffi::nccl::{NcclNetDeviceHandle, NCCL_NET_DEVICE_GIN_RUST};
-use crate::gpu::{GpuBuf, Placement};
+use crate::gpu::{GpuBuf, Object};
 use crate::mlx5::queue::log_depth_for;
 use crate::provider::{Access, MemoryRegion, QueuePair};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -189,13 +189,13 @@ impl GinContext {
         let (nranks, rank) = (coll.nranks, coll.rank);
         let nctx = settings.n_contexts;
 
-        let error = alloc.alloc(std::mem::size_of::<rust_gin_error>(), 64, Placement::Device)?;
+        let error = alloc.alloc(std::mem::size_of::<rust_gin_error>(), 64, Object::ErrorRecord)?;
         error.write_pod(0, &rust_gin_error::default());
         let per = |n: u32| u64s(n) * nctx as usize;
-        let signals = alloc.alloc(per(settings.n_signals), 64, Placement::Device)?;
-        let offsets = alloc.alloc(per(settings.n_signals), 64, Placement::Device)?;
-        let counters = alloc.alloc(per(settings.n_counters), 64, Placement::Device)?;
-        let sink = alloc.alloc(64, 64, Placement::Device)?;
+        let signals = alloc.alloc(per(settings.n_signals), 64, Object::Signals)?;
+        let offsets = alloc.alloc(per(settings.n_signals), 64, Object::SignalOffsets)?;
+        let counters = alloc.alloc(per(settings.n_counters), 64, Object::Counters)?;
+        let sink = alloc.alloc(64, 64, Object::Sink)?;
         let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
         // SAFETY: the buffers live in the context, which drops the regions first.
         let signals_mr = unsafe { nic.reg_mr(signals.dev_addr(), signals.len() as u64, access)? };
@@ -217,8 +217,8 @@ impl GinContext {
         let qp = |c: u32, p: u32| &qps[(c * nranks + p) as usize];
 
         let timeout_ns = cfg.timeout_ns();
-        let peers = alloc.alloc(std::mem::size_of::<rust_gin_peer>() * (nctx * nranks) as usize, 64, Placement::Device)?;
-        let contexts = alloc.alloc(std::mem::size_of::<rust_gin_context>() * nctx as usize, 64, Placement::Device)?;
+        let peers = alloc.alloc(std::mem::size_of::<rust_gin_peer>() * (nctx * nranks) as usize, 64, Object::Peers)?;
+        let contexts = alloc.alloc(std::mem::size_of::<rust_gin_context>() * nctx as usize, 64, Object::Contexts)?;
         for c in 0..nctx {
             for p in 0..nranks {
                 let (base, rkey) = remote_signals[p as usize];
@@ -245,7 +245,7 @@ impl GinContext {
             };
             contexts.write_pod(std::mem::size_of::<rust_gin_context>() * c as usize, &ctx);
         }
-        let handle = alloc.alloc(std::mem::size_of::<rust_gin_handle>(), 64, Placement::Device)?;
+        let handle = alloc.alloc(std::mem::size_of::<rust_gin_handle>(), 64, Object::Handle)?;
         handle.write_pod(
             0,
             &rust_gin_handle {

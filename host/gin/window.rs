@@ -5,7 +5,7 @@ use super::comm::CollComm;
 use crate::abi::{rust_gin_window, rust_gin_window_peer, RUST_GIN_WINDOW_MAGIC};
 use crate::error::{Error, Result};
 use crate::ffi::nccl::{NCCL_PTR_CUDA, NCCL_PTR_DMABUF, NCCL_PTR_HOST};
-use crate::gpu::{GpuBuf, Placement};
+use crate::gpu::{GpuBuf, Object};
 use crate::provider::{Access, MemoryRegion};
 use std::sync::Arc;
 
@@ -81,7 +81,7 @@ impl Window {
         let all = coll.mesh.allgather(&mine)?;
         let alloc = coll.nic.allocator();
         let n = coll.nranks as usize;
-        let peers = alloc.alloc(std::mem::size_of::<rust_gin_window_peer>() * n, 64, Placement::Device)?;
+        let peers = alloc.alloc(std::mem::size_of::<rust_gin_window_peer>() * n, 64, Object::WindowPeers)?;
         let mut remote = Vec::with_capacity(n);
         for (p, m) in all.iter().enumerate() {
             if m.len() != 20 {
@@ -101,7 +101,7 @@ impl Window {
         }
         // Kernels bound-check against the smallest registration of any rank.
         let min_size = all.iter().map(|m| u64::from_le_bytes(m[12..20].try_into().expect("8"))).min().unwrap_or(size);
-        let desc = alloc.alloc(std::mem::size_of::<rust_gin_window>(), 64, Placement::Device)?;
+        let desc = alloc.alloc(std::mem::size_of::<rust_gin_window>(), 64, Object::WindowDescriptor)?;
         desc.write_pod(
             0,
             &rust_gin_window {

@@ -1,6 +1,8 @@
 //! GPU-visible memory through the HIP runtime (hip-sys): host-pinned memory
 //! (hipHostMalloc, coherent and mapped, rocSHMEM's default for queues),
-//! device memory (hipMalloc), and GPU mappings of a NIC's doorbell page
+//! device memory (hipMalloc; uncached and fine-grained through
+//! hipExtMallocWithFlags, see gpu/object.rs for which object gets which),
+//! and GPU mappings of a NIC's doorbell page
 //! (hipHostRegister with hipHostRegisterIoMemory, the HIP-level equivalent of
 //! rocSHMEM's hsa_amd_memory_lock_to_pool and of NCCL's
 //! cudaHostRegister(..., cudaHostRegisterIoMemory)).
@@ -14,7 +16,7 @@
 //! UNVERIFIED ON HARDWARE: no AMD GPU was available while this was written;
 //! only the no-GPU path (hipGetDeviceCount = hipErrorNoDevice) has run.
 
-use super::{Allocator, Backing, GpuBuf, Placement};
+use super::{record, Allocator, Backing, GpuBuf, Object, Placement};
 use crate::error::{Error, Result};
 use hip_sys::hiprt;
 use std::collections::HashMap;
@@ -51,6 +53,13 @@ const HIP_ERROR_ALREADY_REGISTERED: i32 = 712;
 const HOST_MALLOC_MAPPED: c_uint = 0x2;
 const HOST_MALLOC_COHERENT: c_uint = 0x4000_0000;
 const HOST_REGISTER_MAPPED: c_uint = 0x2;
+// hipExtMallocWithFlags flags (hip_runtime_api.h): hipDeviceMallocFinegrained
+// is in the HIP 5.2 headers hip-sys was generated from; hipDeviceMallocUncached
+// (0x3, after hipMallocSignalMemory 0x2) is in later ROCm releases only, and
+// is what rocSHMEM allocates NIC-written memory with (src/gpu_ib/connection.cpp).
+// An older runtime refuses the flag: the allocation fails with HIP's error.
+const DEVICE_MALLOC_FINEGRAINED: c_uint = 0x1;
+const DEVICE_MALLOC_UNCACHED: c_uint = 0x3;
 const HOST_REGISTER_IO_MEMORY: c_uint = 0x4;
 
 /// HIP's text for an error code (hipGetErrorString), with the number.
@@ -317,6 +326,16 @@ pub(super) struct HipMem {
     device: i32,
 }
 
+/// The HIP call that allocates `placement` (for messages).
+fn allocator_call(placement: Placement) -> &'static str {
+    match placement {
+        Placement::HostPinned => "hipHostMalloc(Mapped | Coherent)",
+        Placement::Device => "hipMalloc",
+        Placement::DeviceUncached => "hipExtMallocWithFlags(hipDeviceMallocUncached)",
+        Placement::DeviceFine => "hipExtMallocWithFlags(hipDeviceMallocFinegrained)",
+    }
+}
+
 // SAFETY: HipMem owns its allocation and hands out only raw addresses; the
 // HIP runtime is thread-safe, and every access to the memory goes through raw
 // pointers, atomics or hipMemcpy (it is shared with a GPU and a NIC).
@@ -363,8 +382,11 @@ impl Drop for HipMem {
         let rc = match self.placement {
             // SAFETY: allocated by hipHostMalloc in alloc() and freed once.
             Placement::HostPinned => unsafe { hip!(hipHostFree(self.ptr) as fn(*mut c_void)) },
-            // SAFETY: allocated by hipMalloc in alloc() and freed once.
-            Placement::Device => unsafe { hip!(hipFree(self.ptr) as fn(*mut c_void)) },
+            // SAFETY: allocated by hipMalloc or hipExtMallocWithFlags in
+            // alloc() (both freed with hipFree), and freed once.
+            Placement::Device | Placement::DeviceUncached | Placement::DeviceFine => unsafe {
+                hip!(hipFree(self.ptr) as fn(*mut c_void))
+            },
         };
         if rc != HIP_SUCCESS {
             tracing::warn!("freeing GPU-visible memory at {:p}: {}", self.ptr, error_text(rc));
@@ -373,7 +395,9 @@ impl Drop for HipMem {
 }
 
 impl Allocator for HipAllocator {
-    fn alloc(&self, len: usize, align: usize, placement: Placement) -> std::io::Result<GpuBuf> {
+    fn alloc(&self, len: usize, align: usize, object: Object) -> std::io::Result<GpuBuf> {
+        record(object, len);
+        let placement = object.placement();
         let size = len.max(1);
         let mem = on_device(self.device, || {
             let mut p: *mut c_void = std::ptr::null_mut();
@@ -385,10 +409,21 @@ impl Allocator for HipAllocator {
                 },
                 // SAFETY: `p` is a valid out-pointer.
                 Placement::Device => unsafe { hip!(hipMalloc(&mut p, size) as fn(*mut *mut c_void, usize)) },
+                // SAFETY: `p` is a valid out-pointer.
+                Placement::DeviceUncached => unsafe {
+                    hip!(hipExtMallocWithFlags(&mut p, size, DEVICE_MALLOC_UNCACHED) as fn(*mut *mut c_void, usize, c_uint))
+                },
+                // SAFETY: `p` is a valid out-pointer.
+                Placement::DeviceFine => unsafe {
+                    hip!(hipExtMallocWithFlags(&mut p, size, DEVICE_MALLOC_FINEGRAINED)
+                        as fn(*mut *mut c_void, usize, c_uint))
+                },
             };
             if rc != HIP_SUCCESS || p.is_null() {
-                let what = if placement == Placement::HostPinned { "hipHostMalloc" } else { "hipMalloc" };
-                return Err(io_err(&format!("{what} of {size} bytes on GPU {}", self.device), rc));
+                return Err(io_err(
+                    &format!("{} of {size} bytes for the {object:?} on GPU {}", allocator_call(placement), self.device),
+                    rc,
+                ));
             }
             // Owned from here: freed on every error path below by HipMem's Drop.
             let mem = HipMem { ptr: p, placement, device: self.device };
@@ -403,7 +438,9 @@ impl Allocator for HipAllocator {
                 // hipMemcpy from pageable host memory returns once the copy is
                 // done; hipMemset may return before (asynchronous on the null
                 // stream), and no device-wide synchronisation is wanted here.
-                Placement::Device => mem.copy_in(0, &vec![0u8; size])?,
+                Placement::Device | Placement::DeviceUncached | Placement::DeviceFine => {
+                    mem.copy_in(0, &vec![0u8; size])?
+                }
             }
             Ok(mem)
         })?;
@@ -423,12 +460,57 @@ impl Allocator for HipAllocator {
                 }
                 (Some(mem.ptr as usize), d as u64)
             }
-            Placement::Device => (None, mem.ptr as u64),
+            Placement::Device | Placement::DeviceUncached | Placement::DeviceFine => (None, mem.ptr as u64),
         };
-        Ok(GpuBuf { host, dev, len, placement, _backing: Backing::Hip(mem) })
+        Ok(GpuBuf { host, dev, len, object, _backing: Backing::Hip(mem) })
     }
 
     fn describe(&self) -> String {
         format!("HIP device {} (PCI {})", self.device, self.pci_bus_id)
     }
+}
+
+/// hipMemRangeHandleTypeDmaBufFd (hip_runtime_api.h).
+const MEM_RANGE_HANDLE_TYPE_DMABUF_FD: c_int = 0x1;
+
+/// A dma-buf exported for a GPU address range, to register with the NIC.
+pub struct DmaBufRange {
+    pub fd: std::os::fd::OwnedFd,
+    /// Offset of the asked-for address inside the (page-aligned) dma-buf.
+    pub offset: u64,
+}
+
+/// Exports `[addr, addr+len)` of GPU memory as a dma-buf
+/// (hipMemGetHandleForAddressRange over the enclosing pages, as NCCL does
+/// with cuMemGetHandleForAddressRange). The function is looked up at run
+/// time: HIP 5.2, which hip-sys was generated from, does not have it; an
+/// older runtime gets an error saying so.
+pub fn export_dmabuf(addr: u64, len: u64) -> std::result::Result<DmaBufRange, String> {
+    type GetHandle = unsafe extern "C" fn(*mut c_void, *mut c_void, usize, c_int, u64) -> i32;
+    static GET: OnceLock<Option<GetHandle>> = OnceLock::new();
+    let get = GET.get_or_init(|| {
+        // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name; the
+        // symbol, when present, has hip_runtime_api.h's signature.
+        let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"hipMemGetHandleForAddressRange".as_ptr()) };
+        // SAFETY: a non-null symbol of the declared type.
+        (!p.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, GetHandle>(p) })
+    });
+    let Some(get) = get else {
+        return Err("this HIP runtime has no hipMemGetHandleForAddressRange (ROCm 6 or newer exports dma-bufs)".into());
+    };
+    let page = page_size() as u64;
+    let start = addr & !(page - 1);
+    let end = addr.checked_add(len).and_then(|e| e.checked_add(page - 1)).ok_or("range wraps")? & !(page - 1);
+    let mut fd: c_int = -1;
+    // SAFETY: `fd` is a valid out-pointer for the int HIP writes; the range
+    // is the caller's GPU allocation, page-aligned as the call requires.
+    let rc = unsafe {
+        get(&mut fd as *mut c_int as *mut c_void, start as *mut c_void, (end - start) as usize, MEM_RANGE_HANDLE_TYPE_DMABUF_FD, 0)
+    };
+    if rc != HIP_SUCCESS || fd < 0 {
+        return Err(format!("hipMemGetHandleForAddressRange({start:#x}, {} bytes): {}", end - start, error_text(rc)));
+    }
+    // SAFETY: HIP returned a new file descriptor we now own.
+    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    Ok(DmaBufRange { fd, offset: addr - start })
 }

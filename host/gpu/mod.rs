@@ -4,18 +4,12 @@
 //! host memory when the emulated NIC runs on a machine without a GPU.
 
 use crate::mem::DmaBuf;
+use std::sync::Mutex;
 
 pub mod hip;
+mod object;
 
-/// Where a buffer lives.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Placement {
-    /// Host memory the GPU and NIC reach over PCIe (hipHostMalloc, coherent);
-    /// rocSHMEM's default for queues.
-    HostPinned,
-    /// GPU memory (hipMalloc); the host reaches it only by copies.
-    Device,
-}
+pub use object::{Object, Placement, RingHome};
 
 /// One GPU-visible allocation.
 pub struct GpuBuf {
@@ -24,7 +18,7 @@ pub struct GpuBuf {
     /// The address kernels (and the NIC, after registration) use.
     dev: u64,
     len: usize,
-    placement: Placement,
+    object: Object,
     _backing: Backing,
 }
 
@@ -48,7 +42,10 @@ impl GpuBuf {
         self.len == 0
     }
     pub fn placement(&self) -> Placement {
-        self.placement
+        self.object.placement()
+    }
+    pub fn object(&self) -> Object {
+        self.object
     }
 
     fn host_ptr(&self, off: usize, len: usize) -> *mut u8 {
@@ -143,13 +140,13 @@ impl GpuBuf {
 
 impl std::fmt::Debug for GpuBuf {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "GpuBuf({:?}, dev {:#x}, {} bytes)", self.placement, self.dev, self.len)
+        write!(f, "GpuBuf({:?} in {:?}, dev {:#x}, {} bytes)", self.object, self.placement(), self.dev, self.len)
     }
 }
 
-/// Allocates GPU-visible memory.
+/// Allocates GPU-visible memory for an [`Object`], where its placement says.
 pub trait Allocator: Send + Sync {
-    fn alloc(&self, len: usize, align: usize, placement: Placement) -> std::io::Result<GpuBuf>;
+    fn alloc(&self, len: usize, align: usize, object: Object) -> std::io::Result<GpuBuf>;
     /// Human-readable, for logs.
     fn describe(&self) -> String;
 }
@@ -160,12 +157,39 @@ pub trait Allocator: Send + Sync {
 pub struct HostMemory;
 
 impl Allocator for HostMemory {
-    fn alloc(&self, len: usize, align: usize, placement: Placement) -> std::io::Result<GpuBuf> {
+    fn alloc(&self, len: usize, align: usize, object: Object) -> std::io::Result<GpuBuf> {
+        record(object, len);
         let b = DmaBuf::new(len, align.max(64));
         let addr = b.addr();
-        Ok(GpuBuf { host: Some(addr), dev: addr as u64, len, placement, _backing: Backing::Host(b) })
+        Ok(GpuBuf { host: Some(addr), dev: addr as u64, len, object, _backing: Backing::Host(b) })
     }
     fn describe(&self) -> String {
         "host memory (no GPU)".into()
     }
+}
+
+/// One allocation, as [`recording`] sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Allocation {
+    pub object: Object,
+    pub placement: Placement,
+    pub len: usize,
+}
+
+static RECORDER: Mutex<Option<Vec<Allocation>>> = Mutex::new(None);
+
+fn record(object: Object, len: usize) {
+    if let Some(v) = RECORDER.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        v.push(Allocation { object, placement: object.placement(), len });
+    }
+}
+
+/// Runs `f` and returns every allocation any allocator of this process made
+/// meanwhile (for tests that check placements; run them alone in their
+/// process).
+pub fn recording<T>(f: impl FnOnce() -> T) -> (T, Vec<Allocation>) {
+    *RECORDER.lock().unwrap_or_else(|e| e.into_inner()) = Some(Vec::new());
+    let out = f();
+    let seen = RECORDER.lock().unwrap_or_else(|e| e.into_inner()).take().unwrap_or_default();
+    (out, seen)
 }

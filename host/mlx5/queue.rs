@@ -3,7 +3,7 @@
 //! the emulated NIC and the DevX provider both register these buffers.
 
 use crate::abi::{rust_gin_mlx5_sq, rust_gin_mlx5_sq_state};
-use crate::gpu::{Allocator, GpuBuf, Placement};
+use crate::gpu::{Allocator, GpuBuf, Object, RingHome};
 use crate::mlx5::wire::{CQE_SIZE, SEND_WQE_BB};
 
 /// Offsets in the 64-byte doorbell-record block: the QP's be32[2] record and,
@@ -43,13 +43,13 @@ pub fn log_depth_for(requested: u32) -> u32 {
 impl QueueMem {
     /// A queue of 2^log_wqe_cnt WQEBBs with a CQ of the same depth (enough
     /// for one CQE per WQE, which is what flushing after an error writes).
-    pub fn new(alloc: &dyn Allocator, log_wqe_cnt: u32, rings: Placement) -> std::io::Result<QueueMem> {
+    pub fn new(alloc: &dyn Allocator, log_wqe_cnt: u32, rings: RingHome) -> std::io::Result<QueueMem> {
         let log_wqe_cnt = log_wqe_cnt.clamp(MIN_LOG_DEPTH, MAX_LOG_DEPTH);
         let log_cq_cnt = log_wqe_cnt;
-        let sq = alloc.alloc(SEND_WQE_BB << log_wqe_cnt, 4096, rings)?;
-        let cq = alloc.alloc(CQE_SIZE << log_cq_cnt, 4096, rings)?;
-        let dbr = alloc.alloc(64, 64, rings)?;
-        let state = alloc.alloc(std::mem::size_of::<rust_gin_mlx5_sq_state>(), 128, Placement::Device)?;
+        let sq = alloc.alloc(SEND_WQE_BB << log_wqe_cnt, 4096, Object::SendRing(rings))?;
+        let cq = alloc.alloc(CQE_SIZE << log_cq_cnt, 4096, Object::CompletionRing(rings))?;
+        let dbr = alloc.alloc(64, 64, Object::DoorbellRecords(rings))?;
+        let state = alloc.alloc(std::mem::size_of::<rust_gin_mlx5_sq_state>(), 128, Object::QueueState)?;
         Ok(QueueMem { log_wqe_cnt, log_cq_cnt, sq, cq, dbr, state })
     }
 

@@ -4,7 +4,7 @@
 
 use crate::abi::{rust_gin_error, rust_gin_mlx5_request, rust_gin_mlx5_sq, rust_gin_mlx5_sq_state};
 use crate::device::{self, DeviceError, DeviceStatus};
-use crate::gpu::{Allocator, GpuBuf, Placement};
+use crate::gpu::{Allocator, GpuBuf, Object};
 
 /// A queue descriptor in device-visible memory, plus the error record it
 /// reports into.
@@ -20,7 +20,7 @@ unsafe impl Send for SendQueue {}
 
 impl SendQueue {
     pub fn new(alloc: &dyn Allocator, desc: &rust_gin_mlx5_sq) -> std::io::Result<SendQueue> {
-        let b = alloc.alloc(std::mem::size_of::<rust_gin_mlx5_sq>(), 64, Placement::Device)?;
+        let b = alloc.alloc(std::mem::size_of::<rust_gin_mlx5_sq>(), 64, Object::SqDescriptor)?;
         b.write_pod(0, desc);
         Ok(SendQueue { desc: b })
     }
@@ -84,5 +84,5 @@ impl SendQueue {
 
 /// A zeroed sticky-error record in device-visible memory.
 pub fn new_error_record(alloc: &dyn Allocator) -> std::io::Result<GpuBuf> {
-    alloc.alloc(std::mem::size_of::<rust_gin_error>(), 64, Placement::Device)
+    alloc.alloc(std::mem::size_of::<rust_gin_error>(), 64, Object::ErrorRecord)
 }

@@ -9,7 +9,7 @@ use crate::config::{Config, EmuFabric, EmuProgress, ProviderKind};
 use crate::emu::{EmuNic, EmuQp, Fabric, NicConfig, Region};
 use crate::error::{Error, Result};
 use crate::ffi::nccl::{NCCL_PTR_CUDA, NCCL_PTR_HOST};
-use crate::gpu::{Allocator, HostMemory, Placement};
+use crate::gpu::{Allocator, HostMemory, RingHome};
 use crate::mlx5::queue::QueueMem;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -206,8 +206,8 @@ impl Nic for EmuDevice {
         Arc::new(HostMemory)
     }
     fn create_qp(&self, log_depth: u32, _traffic_class: u8, rings_in_device_memory: bool) -> Result<Box<dyn QueuePair>> {
-        let placement = if rings_in_device_memory { Placement::Device } else { Placement::HostPinned };
-        let mem = QueueMem::new(&HostMemory, log_depth, placement)?;
+        let rings = if rings_in_device_memory { RingHome::Device } else { RingHome::Host };
+        let mem = QueueMem::new(&HostMemory, log_depth, rings)?;
         let qp = EmuQp::create(&self.nic, self.pd, mem).map_err(|e| Error::System(format!("emulated NIC: {e}")))?;
         Ok(Box::new(EmuQueuePair(qp)))
     }

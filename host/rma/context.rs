@@ -21,7 +21,7 @@ use crate::device::{DeviceError, DeviceStatus};
 use crate::error::{Error, Result};
 use crate::gin::comm::CollComm;
 use crate::gin::context::QpMesh;
-use crate::gpu::{GpuBuf, Placement};
+use crate::gpu::{GpuBuf, Object};
 use crate::mlx5::queue::{log_depth_for, SINK_FLUSH_BYTE};
 use crate::mlx5::sq::SendQueue;
 use crate::mlx5::wire::opcode;
@@ -184,7 +184,7 @@ impl RmaContext {
         let _one_at_a_time = coll.collective.lock().unwrap_or_else(|e| e.into_inner());
         let cfg = &coll.instance.config;
         let alloc = coll.nic.allocator();
-        let sink = alloc.alloc(64, 64, Placement::Device)?;
+        let sink = alloc.alloc(64, 64, Object::Sink)?;
         // SAFETY: the buffer lives in the context, which drops the region first.
         let sink_mr = unsafe { coll.nic.reg_mr(sink.dev_addr(), sink.len() as u64, Access::LOCAL_WRITE)? };
         let mesh = QpMesh::build(

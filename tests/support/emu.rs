@@ -6,7 +6,7 @@
 
 use rccl_rust_gin::abi::{rust_gin_mlx5_request, RUST_GIN_REQ_INLINE, RUST_GIN_REQ_SIGNALED};
 use rccl_rust_gin::emu::{Access, EmuNic, EmuQp, Fabric, NicConfig, Region};
-use rccl_rust_gin::gpu::{Allocator, GpuBuf, HostMemory, Placement};
+use rccl_rust_gin::gpu::{Allocator, GpuBuf, HostMemory, Object, RingHome};
 use rccl_rust_gin::mlx5::queue::QueueMem;
 use rccl_rust_gin::mlx5::sq::{new_error_record, SendQueue};
 use rccl_rust_gin::mlx5::wire::opcode;
@@ -26,7 +26,7 @@ impl Side {
     pub fn with_config(fabric: &Fabric, config: NicConfig, bytes: usize, access: Access) -> Side {
         let nic = EmuNic::new(fabric, config).expect("nic");
         let pd = nic.alloc_pd();
-        let buf = HostMemory.alloc(bytes, 4096, Placement::Device).expect("buffer");
+        let buf = HostMemory.alloc(bytes, 4096, Object::WindowData).expect("buffer");
         // SAFETY: buf lives in Side as long as the registration (and the NIC).
         let mr = unsafe { nic.reg_mr(pd, buf.host_addr().unwrap(), bytes, access) }.expect("reg_mr");
         Side { nic, pd, buf, mr }
@@ -60,10 +60,10 @@ impl Link {
     }
 
     fn build(a: &Side, b: &Side, log_depth: u32, timeout_ns: u64, flush_off: Option<u64>) -> Link {
-        let qp = EmuQp::create(&a.nic, a.pd, QueueMem::new(&HostMemory, log_depth, Placement::HostPinned).unwrap())
+        let qp = EmuQp::create(&a.nic, a.pd, QueueMem::new(&HostMemory, log_depth, RingHome::Host).unwrap())
             .expect("requester qp");
         let peer_qp =
-            EmuQp::create(&b.nic, b.pd, QueueMem::new(&HostMemory, log_depth, Placement::HostPinned).unwrap())
+            EmuQp::create(&b.nic, b.pd, QueueMem::new(&HostMemory, log_depth, RingHome::Host).unwrap())
                 .expect("responder qp");
         qp.connect(b.nic.node(), peer_qp.qpn).expect("connect requester");
         peer_qp.connect(a.nic.node(), qp.qpn).expect("connect responder");

@@ -8,7 +8,7 @@ use super::rccl_host::*;
 use rccl_rust_gin::abi::*;
 use rccl_rust_gin::device as dev;
 use rccl_rust_gin::ffi::nccl::*;
-use rccl_rust_gin::gpu::{Allocator, GpuBuf, HostMemory, Placement};
+use rccl_rust_gin::gpu::{Allocator, GpuBuf, HostMemory, Object};
 use std::ffi::c_void;
 
 pub struct Win {
@@ -18,7 +18,7 @@ pub struct Win {
 }
 
 pub fn register(p: &Plugin, coll: *mut c_void, size: usize) -> Win {
-    let buf = HostMemory.alloc(size, 4096, Placement::Device).unwrap();
+    let buf = HostMemory.alloc(size, 4096, Object::WindowData).unwrap();
     let (r, mh, gh) = p.reg(coll, buf.dev_addr() as *mut c_void, size, NCCL_PTR_CUDA);
     assert_eq!(r, OK, "regMrSym of {size} bytes");
     assert!(!mh.is_null() && !gh.is_null());

@@ -25,8 +25,9 @@ mod qp;
 use super::{Access, MemoryRegion, Nic, NicAddress, NicInfo, Provider, QueuePair};
 use crate::config::{Config, ProviderKind};
 use crate::error::{Error, Result};
+use crate::ffi::nccl::NCCL_PTR_DMABUF;
 use crate::gpu::hip::HipAllocator;
-use crate::gpu::{Allocator, HostMemory, Placement};
+use crate::gpu::{Allocator, HostMemory, RingHome};
 use device::Context;
 use std::sync::{Arc, Mutex};
 
@@ -171,12 +172,48 @@ impl Nic for Mlx5Nic {
         self.memory.allocator()
     }
     fn create_qp(&self, log_depth: u32, traffic_class: u8, rings_in_device_memory: bool) -> Result<Box<dyn QueuePair>> {
-        let rings = if rings_in_device_memory { Placement::Device } else { Placement::HostPinned };
+        let rings = if rings_in_device_memory { RingHome::Device } else { RingHome::Host };
         Ok(Box::new(qp::Mlx5Qp::create(&self.ctx, &self.memory, self.eqn, log_depth, traffic_class, rings)?))
     }
+    /// With a GPU: dma-buf first (exported by HIP, imported by the NIC
+    /// driver, no out-of-tree peer-memory module needed), then peer-memory
+    /// (ibv_reg_mr of the GPU address), with an error naming both when
+    /// neither works. Host memory registered here takes the second path.
     unsafe fn reg_mr(&self, addr: u64, len: u64, access: Access) -> Result<Box<dyn MemoryRegion>> {
+        if !matches!(self.memory, qp::Memory::Gpu(_)) {
+            // SAFETY: forwarded contract.
+            return unsafe { mr::reg(&self.ctx, addr, len, access) };
+        }
+        let dmabuf = if self.info.ptr_support & NCCL_PTR_DMABUF == 0 {
+            Err(format!("{} cannot import dma-bufs", self.ctx.name))
+        } else {
+            crate::gpu::hip::export_dmabuf(addr, len).and_then(|d| {
+                use std::os::fd::AsRawFd;
+                // SAFETY: forwarded contract; the dma-buf covers the range
+                // (exported for its pages), and the NIC keeps its own
+                // reference, so the fd may close after the call.
+                unsafe { mr::reg_dmabuf(&self.ctx, addr, len, d.offset, d.fd.as_raw_fd(), access) }
+                    .map_err(|e| e.to_string())
+            })
+        };
+        let dmabuf_err = match dmabuf {
+            Ok(r) => {
+                registration_path(&self.ctx.name, "dma-buf");
+                return Ok(r);
+            }
+            Err(e) => e,
+        };
         // SAFETY: forwarded contract.
-        unsafe { mr::reg(&self.ctx, addr, len, access) }
+        match unsafe { mr::reg(&self.ctx, addr, len, access) } {
+            Ok(r) => {
+                registration_path(&self.ctx.name, &format!("peer-memory (dma-buf: {dmabuf_err})"));
+                Ok(r)
+            }
+            Err(e) => Err(Error::System(format!(
+                "registering {len} bytes of GPU memory at {addr:#x}: dma-buf failed ({dmabuf_err}); \
+                 peer-memory failed ({e})"
+            ))),
+        }
     }
     unsafe fn reg_dmabuf_mr(
         &self,
@@ -194,5 +231,15 @@ impl Nic for Mlx5Nic {
     }
     fn progress(&self) -> bool {
         false
+    }
+}
+
+/// Says once per NIC which way GPU memory is registered (NCCL_DEBUG=INFO).
+fn registration_path(nic: &str, how: &str) {
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+    if !said.iter().any(|n| n == nic) {
+        said.push(nic.to_string());
+        crate::info_line!(INIT, "{nic}: GPU memory registered through {how}");
     }
 }

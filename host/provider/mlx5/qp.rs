@@ -11,7 +11,7 @@ use super::prm;
 use crate::abi::rust_gin_mlx5_sq;
 use crate::error::{Error, Result};
 use crate::gpu::hip::{HipAllocator, IoMapping};
-use crate::gpu::{Allocator, GpuBuf, Placement};
+use crate::gpu::{Allocator, GpuBuf, RingHome};
 use crate::mlx5::queue::{QueueMem, CQ_DBREC_OFF, QP_DBREC_OFF};
 use crate::mlx5::wire::CQE_SIZE;
 use crate::provider::{NicAddress, QueuePair};
@@ -105,7 +105,7 @@ impl Mlx5Qp {
         eqn: u32,
         log_depth: u32,
         traffic_class: u8,
-        rings: Placement,
+        rings: RingHome,
     ) -> Result<Mlx5Qp> {
         let name = &ctx.name;
         let alloc = memory.allocator();

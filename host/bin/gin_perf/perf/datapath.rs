@@ -5,7 +5,7 @@
 use rccl_rust_gin::abi::rust_gin_mlx5_request;
 use rccl_rust_gin::emu::{Access, EmuNic, EmuQp, Fabric, NicConfig};
 use rccl_rust_gin::error::{Error, Result};
-use rccl_rust_gin::gpu::{Allocator, HostMemory, Placement};
+use rccl_rust_gin::gpu::{Allocator, HostMemory, Object, RingHome};
 use rccl_rust_gin::mlx5::queue::QueueMem;
 use rccl_rust_gin::mlx5::sq::{new_error_record, SendQueue};
 use rccl_rust_gin::mlx5::wire::opcode;
@@ -29,10 +29,10 @@ pub fn run(batches: u64) -> Result<Figures> {
     let fabric = Fabric::threads();
     let nic = EmuNic::new(&fabric, NicConfig { name: "datapath".into(), ..Default::default() }).map_err(err)?;
     let pd = nic.alloc_pd();
-    let buf = HostMemory.alloc(1 << 16, 4096, Placement::Device)?;
+    let buf = HostMemory.alloc(1 << 16, 4096, Object::WindowData)?;
     // SAFETY: buf outlives the NIC's use of it (both dropped at the end).
     let mr = unsafe { nic.reg_mr(pd, buf.host_addr().unwrap_or(0), 1 << 16, Access::all()) }.map_err(err)?;
-    let qp = EmuQp::create(&nic, pd, QueueMem::new(&HostMemory, 10, Placement::HostPinned)?).map_err(err)?;
+    let qp = EmuQp::create(&nic, pd, QueueMem::new(&HostMemory, 10, RingHome::Host)?).map_err(err)?;
     qp.connect(nic.node(), qp.qpn).map_err(err)?;
     let error = new_error_record(&HostMemory)?;
     let sq = SendQueue::new(&HostMemory, &qp.descriptor(0, error.dev_addr(), 30_000_000_000))?;

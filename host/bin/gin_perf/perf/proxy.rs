@@ -18,7 +18,7 @@ use rccl_rust_gin::provider::CounterSnapshot;
 use rccl_rust_gin::error::{Error, Result};
 use rccl_rust_gin::ffi::nccl::{NcclResult, NCCL_NET_HANDLE_MAXSIZE, NCCL_PTR_CUDA, NCCL_SUCCESS};
 use rccl_rust_gin::ffi::rma::{NcclRmaConfig, NcclRmaV16, NCCL_RMA_OPT_FLAGS_AGGREGATE_REQUESTS, NCCL_RMA_OPT_FLAGS_DEFAULT};
-use rccl_rust_gin::gpu::{Allocator, GpuBuf, HostMemory, Placement};
+use rccl_rust_gin::gpu::{Allocator, GpuBuf, HostMemory, Object};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
@@ -261,7 +261,7 @@ pub fn build(config: &Config, nranks: usize, window: usize) -> Result<Box<dyn Pa
                         ok("createContext", (v.create_context.unwrap())(coll, &mut cfg, &mut rma_ctx))?;
                         let mut bufs = Vec::new();
                         let reg = |len: usize| -> Result<(*mut c_void, GpuBuf)> {
-                            let b = HostMemory.alloc(len, 4096, Placement::Device)?;
+                            let b = HostMemory.alloc(len, 4096, Object::WindowData)?;
                             let mut mh = std::ptr::null_mut();
                             ok("regMrSym", (v.reg_mr_sym.unwrap())(coll, b.dev_addr() as *mut c_void, len, NCCL_PTR_CUDA, 0, &mut mh))?;
                             Ok((mh, b))

@@ -8,7 +8,7 @@ use rccl_rust_gin::error::{Error, Result};
 use rccl_rust_gin::gin::comm::{CollComm, Instance, ListenComm};
 use rccl_rust_gin::gin::context::{GinContext, Settings};
 use rccl_rust_gin::gin::window::{Source, Window};
-use rccl_rust_gin::gpu::{Allocator, GpuBuf, HostMemory, Placement};
+use rccl_rust_gin::gpu::{Allocator, GpuBuf, HostMemory, Object};
 use rccl_rust_gin::ffi::nccl::NCCL_PTR_CUDA;
 use std::sync::{Arc, Barrier, Mutex};
 
@@ -63,8 +63,8 @@ pub fn build(config: &Config, nranks: usize, settings: Settings, window_bytes: u
                     let coll = Arc::new(CollComm::connect(&listen, all, r as u32)?);
                     let ctx = GinContext::create(coll.clone(), settings)?;
                     let alloc = HostMemory;
-                    let src_buf = alloc.alloc(window_bytes, 4096, Placement::Device)?;
-                    let dst_buf = alloc.alloc(window_bytes, 4096, Placement::Device)?;
+                    let src_buf = alloc.alloc(window_bytes, 4096, Object::WindowData)?;
+                    let dst_buf = alloc.alloc(window_bytes, 4096, Object::WindowData)?;
                     let src = Window::register(coll.clone(), src_buf.dev_addr(), window_bytes as u64, NCCL_PTR_CUDA, Source::Pointer)?;
                     let dst = Window::register(coll.clone(), dst_buf.dev_addr(), window_bytes as u64, NCCL_PTR_CUDA, Source::Pointer)?;
                     Ok(Rank { coll, ctx, src, dst, _src_buf: src_buf, _dst_buf: dst_buf })
