@@ -64,7 +64,7 @@ pub fn pick_address(ifname: Option<&str>) -> Result<IpAddr> {
                 .map(|(_, ip)| *ip)
                 .ok_or_else(|| {
                     Error::InvalidArgument(format!(
-                        "no IPv4 interface matches socket interface {spec:?} (have: {})",
+                        "no IPv4 interface matches RCCL_RUST_GIN_SOCKET_IFNAME (or NCCL_SOCKET_IFNAME) {spec:?} (have: {})",
                         found.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ")
                     ))
                 })
