@@ -527,26 +527,55 @@ fn speed_follows_nccl_net_ib() {
 // This machine: no RDMA device, no GPU (or, where present, the real thing)
 // ---------------------------------------------------------------------------
 
+/// mlx5 devices as sysfs lists them: what the probe must find, learnt
+/// without the code under test.
+fn sysfs_mlx5_devices() -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir("/sys/class/infiniband") else { return vec![] };
+    let mut v: Vec<String> =
+        dir.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with("mlx5")).collect();
+    v.sort();
+    v
+}
+
+/// GPUs in the KFD topology (nodes with SIMDs; CPU nodes have none).
+fn kfd_gpus() -> usize {
+    let Ok(dir) = std::fs::read_dir("/sys/class/kfd/kfd/topology/nodes") else { return 0 };
+    dir.filter_map(|e| e.ok())
+        .filter(|e| {
+            std::fs::read_to_string(e.path().join("properties")).is_ok_and(|p| {
+                p.lines().any(|l| l.strip_prefix("simd_count ").is_some_and(|n| n.trim().parse::<u32>().is_ok_and(|n| n > 0)))
+            })
+        })
+        .count()
+}
+
 #[test]
-fn probe_without_a_device_says_what_is_missing() {
+fn probe_finds_exactly_what_sysfs_lists_or_says_what_is_missing() {
+    let devs = sysfs_mlx5_devices();
+    eprintln!(
+        "THIS MACHINE: mlx5 devices in /sys/class/infiniband: {devs:?}; the probe is checked to {}",
+        if devs.is_empty() { "FAIL with what is missing (no NIC)" } else { "WORK" }
+    );
     match Mlx5Provider::probe(&Config::default()) {
-        Err(Error::System(m)) => {
+        Err(Error::System(m)) if devs.is_empty() => {
             assert!(m.contains("no RDMA device") || m.contains("no usable mlx5 device"), "{m}");
             assert!(m.contains("RCCL_RUST_GIN_PROVIDER=emu"), "{m}");
         }
-        Err(e) => panic!("expected a system error, got {e:?}"),
+        Err(e) if devs.is_empty() => panic!("expected a system error, got {e:?}"),
+        Err(e) => panic!("sysfs lists {devs:?}, yet the probe failed: {e}"),
+        Ok(_) if devs.is_empty() => panic!("the probe succeeded on a machine whose sysfs lists no mlx5 device"),
         Ok(p) => {
-            // A node with ConnectX: the queries must work.
-            assert!(p.devices() >= 1);
+            assert_eq!(p.names(), devs.as_slice(), "the probe's devices vs sysfs");
             let info = p.info(0).expect("info of device 0");
             assert!(info.name.starts_with("mlx5"), "{info:?}");
             assert!(info.speed_mbps > 0 && info.max_message > 0, "{info:?}");
             assert!(p.info(p.devices()).is_err(), "index out of range");
         }
     }
-    // select() with the default configuration picks mlx5 and reports the same.
-    if let Err(e) = provider::select(&Config::default()) {
-        assert!(matches!(e, Error::System(_)), "{e:?}");
+    // select() with the default configuration picks mlx5: the same outcome.
+    match provider::select(&Config::default()) {
+        Ok(p) => assert!(!devs.is_empty() && p.devices() == devs.len(), "select found {} device(s)", p.devices()),
+        Err(e) => assert!(devs.is_empty() && matches!(e, Error::System(_)), "select: {e:?}"),
     }
 }
 
@@ -560,8 +589,15 @@ fn probe_with_a_filter_that_matches_nothing_names_the_filter() {
 }
 
 #[test]
-fn hip_allocator_reports_no_gpu_or_works() {
+fn hip_allocator_works_on_a_gpu_and_reports_no_gpu_otherwise() {
+    let gpus = kfd_gpus();
+    eprintln!(
+        "THIS MACHINE: {gpus} GPU(s) in the KFD topology; the HIP allocator is checked to {}",
+        if gpus == 0 { "FAIL with what is missing (no GPU)" } else { "WORK" }
+    );
     match HipAllocator::new() {
+        Err(e) if gpus > 0 => panic!("KFD lists {gpus} GPU(s), yet the HIP allocator failed: {e}"),
+        Ok(_) if gpus == 0 => panic!("the HIP allocator works on a machine whose KFD topology lists no GPU"),
         Err(Error::System(m)) => {
             assert_eq!(hip::device_count().unwrap_or(0), 0, "an error although HIP counts GPUs: {m}");
             assert!(m.contains("no GPU") || m.contains("HIP runtime is unusable"), "{m}");
