@@ -38,10 +38,12 @@ fn shown(c: &Config) -> String {
     format!("{c:?}")
 }
 
-/// Per knob: a valid value other than the default, and a bad value with how
-/// it is refused. Knobs with free-form values are refused where they are
-/// used (the interface at listen, the device at probe).
-fn spec(name: &str) -> Option<(&'static str, fn() -> Result<(), Error>)> {
+/// A valid value other than the default, and how a bad value is refused.
+type Spec = (&'static str, fn() -> Result<(), Error>);
+
+/// Per knob, its [`Spec`]. Knobs with free-form values are refused where
+/// they are used (the interface at listen, the device at probe).
+fn spec(name: &str) -> Option<Spec> {
     fn at_load(name: &'static str, bad: &'static str) -> Result<(), Error> {
         load(name, bad).map(drop)
     }
