@@ -6,6 +6,7 @@
 
 #[path = "support/gin_flow.rs"]
 mod gin_flow;
+#[macro_use]
 #[path = "support/mapped.rs"]
 mod mapped;
 #[path = "support/rccl_host.rs"]
@@ -275,44 +276,7 @@ fn refused_registration(data: usize, size: usize, words: &[&str]) {
     close(rank, gctx);
 }
 
-#[test]
-fn reg_of_an_unmapped_address_is_refused() {
-    refused_registration(mapped::NEVER_MAPPED, 4096, &["data 0x1000", "size 4096", "not mapped"]);
-}
-
-#[test]
-fn reg_of_a_freed_mapping_is_refused() {
-    let m = mapped::Mapping::new(4, libc::PROT_READ | libc::PROT_WRITE);
-    let (addr, len) = (m.addr, m.len);
-    drop(m);
-    refused_registration(addr, len, &["data", "size 16384", "not mapped"]);
-}
-
-#[test]
-fn reg_of_2_pow_62_bytes_over_a_64k_buffer_is_refused() {
-    let buf = vec![0u8; 64 << 10];
-    // Past the buffer lies either a hole or a guard region (thread arenas):
-    // either reason is right, the sizes must be named.
-    refused_registration(buf.as_ptr() as usize, 1 << 62, &["data 0x", "size 4611686018427387904"]);
-}
-
-#[test]
-fn reg_of_a_range_one_page_past_its_mapping_is_refused() {
-    let m = mapped::Mapping::new(2, libc::PROT_READ | libc::PROT_WRITE);
-    refused_registration(m.addr, m.len + 4096, &["size 12288", &format!("from {:#x}", m.end()), "8192 bytes are"]);
-}
-
-#[test]
-fn reg_of_read_only_memory_is_refused() {
-    let m = mapped::Mapping::new(2, libc::PROT_READ);
-    refused_registration(m.addr, m.len, &["size 8192", "not readable and writable"]);
-}
-
-#[test]
-fn reg_of_inaccessible_memory_is_refused() {
-    let m = mapped::Mapping::new(1, libc::PROT_NONE);
-    refused_registration(m.addr, m.len, &["size 4096", "not readable and writable"]);
-}
+refused_range_tests!(refused_registration);
 
 #[test]
 fn reg_of_mapped_memory_that_is_not_a_heap_buffer_works() {

@@ -12,6 +12,7 @@
 //! The cdylib is the one cargo test builds next to this test (see
 //! rccl_host::cdylib_path).
 
+#[macro_use]
 #[path = "support/mapped.rs"]
 mod mapped;
 #[path = "support/rccl_host.rs"]
@@ -977,28 +978,7 @@ fn rma_refused_registration(data: usize, size: usize, words: &[&str]) {
     close(api, r);
 }
 
-#[test]
-fn rma_reg_of_an_unmapped_address_is_refused() {
-    rma_refused_registration(mapped::NEVER_MAPPED, 4096, &["data 0x1000", "not mapped"]);
-}
-
-#[test]
-fn rma_reg_of_2_pow_62_bytes_over_a_64k_buffer_is_refused() {
-    let b = vec![0u8; 64 << 10];
-    rma_refused_registration(b.as_ptr() as usize, 1 << 62, &["data 0x", "size 4611686018427387904"]);
-}
-
-#[test]
-fn rma_reg_of_a_partly_unmapped_range_is_refused() {
-    let m = mapped::Mapping::new(1, libc::PROT_READ | libc::PROT_WRITE);
-    rma_refused_registration(m.addr, 2 * m.len, &["size 8192", "not mapped", "4096 bytes are"]);
-}
-
-#[test]
-fn rma_reg_of_read_only_memory_is_refused() {
-    let m = mapped::Mapping::new(1, libc::PROT_READ);
-    rma_refused_registration(m.addr, m.len, &["not readable and writable"]);
-}
+refused_range_tests!(rma_refused_registration);
 
 #[test]
 fn rma_connect_with_nranks_int_max_is_refused() {

@@ -58,3 +58,49 @@ impl Drop for Mapping {
 /// An unmapped address: below vm.mmap_min_addr (64 KiB by default), and a
 /// page nothing maps unless a program asks for it explicitly.
 pub const NEVER_MAPPED: usize = 0x1000;
+
+/// One test per bad range, each calling `$check(data, size, words)`, which
+/// asserts the refusal (words: what its WARN line must name) and that the
+/// plugin still works: the same cases for every vtable that registers.
+macro_rules! refused_range_tests {
+    ($check:ident) => {
+        #[test]
+        fn reg_of_an_unmapped_address_is_refused() {
+            $check(mapped::NEVER_MAPPED, 4096, &["data 0x1000", "size 4096", "not mapped"]);
+        }
+
+        #[test]
+        fn reg_of_a_freed_mapping_is_refused() {
+            let m = mapped::Mapping::new(4, libc::PROT_READ | libc::PROT_WRITE);
+            let (addr, len) = (m.addr, m.len);
+            drop(m);
+            $check(addr, len, &["data", "size 16384", "not mapped"]);
+        }
+
+        #[test]
+        fn reg_of_2_pow_62_bytes_over_a_64k_buffer_is_refused() {
+            let buf = vec![0u8; 64 << 10];
+            // Past the buffer lies either a hole or a guard region (thread
+            // arenas): either reason is right, the sizes must be named.
+            $check(buf.as_ptr() as usize, 1 << 62, &["data 0x", "size 4611686018427387904"]);
+        }
+
+        #[test]
+        fn reg_of_a_range_one_page_past_its_mapping_is_refused() {
+            let m = mapped::Mapping::new(2, libc::PROT_READ | libc::PROT_WRITE);
+            $check(m.addr, m.len + 4096, &["size 12288", &format!("from {:#x}", m.end()), "8192 bytes are"]);
+        }
+
+        #[test]
+        fn reg_of_read_only_memory_is_refused() {
+            let m = mapped::Mapping::new(2, libc::PROT_READ);
+            $check(m.addr, m.len, &["size 8192", "not readable and writable"]);
+        }
+
+        #[test]
+        fn reg_of_inaccessible_memory_is_refused() {
+            let m = mapped::Mapping::new(1, libc::PROT_NONE);
+            $check(m.addr, m.len, &["size 4096", "not readable and writable"]);
+        }
+    };
+}
