@@ -960,13 +960,19 @@ fn rma_still_works(api: Api, r: &Rank, ctx: P) {
     assert_eq!(api.dereg(r.coll, bm), OK);
 }
 
-/// regMrSym of [data, data+size) is refused for both pointer kinds, with a
-/// WARN naming `words`; then the plugin still works.
-fn rma_refused_registration(data: usize, size: usize, words: &[&str]) {
+/// One rank alone through the v16 table, with one context.
+fn solo_v16_context() -> (Api, Rank, P) {
     let api = Api::V16(harness().v16);
     let r = solo(api);
     let (res, ctx) = api.create_context(r.coll, 1, -1, 1);
     assert_eq!(res, OK);
+    (api, r, ctx)
+}
+
+/// regMrSym of [data, data+size) is refused for both pointer kinds, with a
+/// WARN naming `words`; then the plugin still works.
+fn rma_refused_registration(data: usize, size: usize, words: &[&str]) {
+    let (api, r, ctx) = solo_v16_context();
     for ty in [NCCL_PTR_HOST, NCCL_PTR_CUDA] {
         let ((res, mh), l) = warns(|| api.reg(r.coll, data as P, size, ty));
         let all: Vec<&str> = std::iter::once("regMrSym").chain(words.iter().copied()).collect();
@@ -1000,10 +1006,7 @@ fn rma_connect_with_nranks_int_max_is_refused() {
 
 #[test]
 fn rma_query_last_error_after_finalize_is_invalid_usage() {
-    let api = Api::V16(harness().v16);
-    let r = solo(api);
-    let (res, ctx) = api.create_context(r.coll, 1, -1, 1);
-    assert_eq!(res, OK);
+    let (api, r, ctx) = solo_v16_context();
     let mut has = true;
     assert_eq!(api.query(ctx, &mut has), OK);
     assert!(!has);
@@ -1013,9 +1016,7 @@ fn rma_query_last_error_after_finalize_is_invalid_usage() {
     assert_eq!(api.destroy(ctx), OK, "teardown after finalize still works");
     assert_eq!(api.close_coll(r.coll), OK);
     assert_eq!(api.finalize(r.ctx_rma), OK);
-    let r = solo(api);
-    let (res, ctx) = api.create_context(r.coll, 1, -1, 1);
-    assert_eq!(res, OK);
+    let (api, r, ctx) = solo_v16_context();
     rma_still_works(api, &r, ctx);
     assert_eq!(api.destroy(ctx), OK);
     close(api, r);
