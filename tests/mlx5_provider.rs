@@ -13,6 +13,10 @@
 //! working path instead; nothing here skips itself. The loopback test on a
 //! real NIC is `#[ignore]`d (ignored is not passing): docs/mlx5-provider.md.
 
+#[path = "support/machine.rs"]
+mod machine;
+
+use machine::{kfd_gpus, sysfs_mlx5_devices};
 use proptest::prelude::*;
 use rccl_rust_gin::config::Config;
 use rccl_rust_gin::error::Error;
@@ -526,28 +530,6 @@ fn speed_follows_nccl_net_ib() {
 // ---------------------------------------------------------------------------
 // This machine: no RDMA device, no GPU (or, where present, the real thing)
 // ---------------------------------------------------------------------------
-
-/// mlx5 devices as sysfs lists them: what the probe must find, learnt
-/// without the code under test.
-fn sysfs_mlx5_devices() -> Vec<String> {
-    let Ok(dir) = std::fs::read_dir("/sys/class/infiniband") else { return vec![] };
-    let mut v: Vec<String> =
-        dir.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with("mlx5")).collect();
-    v.sort();
-    v
-}
-
-/// GPUs in the KFD topology (nodes with SIMDs; CPU nodes have none).
-fn kfd_gpus() -> usize {
-    let Ok(dir) = std::fs::read_dir("/sys/class/kfd/kfd/topology/nodes") else { return 0 };
-    dir.filter_map(|e| e.ok())
-        .filter(|e| {
-            std::fs::read_to_string(e.path().join("properties")).is_ok_and(|p| {
-                p.lines().any(|l| l.strip_prefix("simd_count ").is_some_and(|n| n.trim().parse::<u32>().is_ok_and(|n| n > 0)))
-            })
-        })
-        .count()
-}
 
 #[test]
 fn probe_finds_exactly_what_sysfs_lists_or_says_what_is_missing() {

@@ -12,6 +12,8 @@
 //! The cdylib is the one cargo test builds next to this test (see
 //! rccl_host::cdylib_path).
 
+#[path = "support/machine.rs"]
+mod machine;
 #[macro_use]
 #[path = "support/mapped.rs"]
 mod mapped;
@@ -1029,13 +1031,21 @@ fn rma_query_last_error_after_finalize_is_invalid_usage() {
 fn without_an_rdma_nic_the_mlx5_provider_fails_init_with_a_reason() {
     let config = rccl_rust_gin::config::Config::default();
     assert_eq!(config.provider, rccl_rust_gin::config::ProviderKind::Mlx5, "mlx5 unless emu is asked for");
+    let devs = machine::sysfs_mlx5_devices();
+    eprintln!("THIS MACHINE: mlx5 devices in sysfs: {devs:?}; the RMA plugin's provider must {}",
+        if devs.is_empty() { "FAIL with a reason" } else { "open" });
     match rccl_rust_gin::rma::plugin::select_provider(&config) {
-        Err(e) => {
+        Err(e) if devs.is_empty() => {
             assert_eq!(e.code(), NCCL_SYSTEM_ERROR);
             assert!(e.to_string().contains("RCCL_RUST_GIN_PROVIDER=emu"), "{e}");
         }
+        Err(e) => panic!("sysfs lists {devs:?}, yet the provider failed: {e}"),
         // A machine with a ConnectX: host-side posting needs no GPU.
-        Ok(p) => assert_eq!(p.kind(), rccl_rust_gin::config::ProviderKind::Mlx5),
+        Ok(p) => {
+            assert!(!devs.is_empty(), "a provider on a machine whose sysfs lists no mlx5 device");
+            assert_eq!(p.kind(), rccl_rust_gin::config::ProviderKind::Mlx5);
+            assert_eq!(p.devices(), devs.len());
+        }
     }
 }
 
