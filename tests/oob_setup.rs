@@ -17,6 +17,16 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// A line on the terminal even when libtest captures output: the memory
+/// bound is a figure this test reports, not only checks.
+macro_rules! shown {
+    ($($t:tt)*) => {{
+        let line = format!("{}\n", format!($($t)*));
+        // SAFETY: writing a valid buffer to fd 2.
+        unsafe { libc::write(2, line.as_ptr() as *const libc::c_void, line.len()) };
+    }};
+}
+
 const COMM: u64 = 0x5247_0000_7e57;
 const KEY: Key = *b"sixteen byte key";
 const LO: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
@@ -145,7 +155,7 @@ fn early_messages_stay_within_the_bound_and_over_it_a_timeout_names_the_ranks() 
     s.mesh.limit_early_bytes(100);
     for ranks in [n, 1024, 1 << 20] {
         let b = inbox::memory_bound(ranks);
-        println!(
+        shown!(
             "MEMORY BOUND for untrusted input, {ranks} ranks: {} early messages, {} bytes of early payload, {} bytes \
              of connection buffers ({} connections x {} bytes): {} bytes in all",
             b.early_count,
@@ -157,7 +167,7 @@ fn early_messages_stay_within_the_bound_and_over_it_a_timeout_names_the_ranks() 
         );
         assert!(b.total() <= inbox::EARLY_MAX_BYTES + b.connection_bytes);
     }
-    println!("(this test lowers the early payload bound to 100 bytes)");
+    shown!("(this test lowers the early payload bound to 100 bytes)");
     // Collective 2 arrives before collective 1 from every peer, 80 bytes each:
     // only the first fits in 100 bytes. Then duplicates, and collectives
     // further ahead or behind, which no rank sends.
