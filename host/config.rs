@@ -74,7 +74,7 @@ pub const KNOBS: &[(&str, &str, &str)] = &[
     ("RCCL_RUST_GIN_TIMEOUT_MS", "60000", "bound on every device-side wait (queue credit, flush, signal, counter)"),
     ("RCCL_RUST_GIN_QUEUE_DEPTH", "512", "send-queue depth in WQEs when RCCL's config leaves queueDepth at 0"),
     ("RCCL_RUST_GIN_QUEUE_PLACEMENT", "host", "host (pinned host memory, as rocSHMEM) or device (GPU memory) for queue rings and doorbell records"),
-    ("RCCL_RUST_GIN_SOCKET_IFNAME", "(NCCL_SOCKET_IFNAME, else the first non-loopback interface)", "interface of the connection-setup sockets"),
+    ("RCCL_RUST_GIN_SOCKET_IFNAME", "(NCCL_SOCKET_IFNAME, else the first non-loopback interface)", "interface of the connection-setup sockets, as NCCL_SOCKET_IFNAME: name prefixes, `=` before the list for exact names, `^` first to exclude; IPv4 or IPv6"),
     ("RCCL_RUST_GIN_CONNECT_TIMEOUT_MS", "120000", "bound on connection setup with every peer"),
     ("RCCL_RUST_GIN_EMU_FABRIC", "local:default", "emu only: local:<name> (ranks as threads) or shm:<name> (ranks as processes)"),
     ("RCCL_RUST_GIN_EMU_PROGRESS", "thread", "emu only: thread (a polling thread per NIC) or proxy (RCCL's ginProgress drives it)"),

@@ -15,7 +15,8 @@
 //! - [`abi`]: layouts shared with the device library (generated from C headers).
 //! - [`ffi`]: C ABI mirrors of RCCL's plugin structs.
 //! - [`device`]: the host build of the device library.
-//! - [`gpu`]: GPU-visible memory; [`mem`]: host DMA buffers.
+//! - [`gpu`]: GPU-visible memory; [`mem`]: host DMA buffers; [`mapping`]: whether a
+//!   range handed to registration is mapped read-write memory.
 //! - [`oob`]: connection setup between ranks; [`config`]: the RCCL_RUST_GIN_* knobs;
 //!   [`log`]: RCCL's logger; [`error`]: errors and their ncclResult_t.
 //! - [`sys`]: bindings to rdma-core (mlx5dv) and its oracle facts.
@@ -30,6 +31,7 @@ pub mod ffi;
 pub mod gin;
 pub mod gpu;
 pub mod log;
+pub mod mapping;
 pub mod mem;
 pub mod mlx5;
 pub mod oob;

@@ -1,40 +1,171 @@
-//! docs/configuration.md lists every knob the code reads, with the code's default.
+//! docs/configuration.md and host/config.rs agree, in both directions: the
+//! same knobs, the same defaults exactly (checked by what the code does with
+//! them, not by matching text), the same meanings; every knob changes the
+//! configuration when set and refuses a bad value with an error naming it;
+//! and every environment variable the code reads is documented.
 
 use rccl_rust_gin::config::{Config, KNOBS};
+use rccl_rust_gin::error::Error;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+fn doc() -> String {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/configuration.md")).unwrap()
+}
+
+/// The rows of the markdown table under `heading`: first cell (without
+/// backticks) -> the other cells, trimmed.
+fn table(doc: &str, heading: &str) -> BTreeMap<String, Vec<String>> {
+    let start = doc.find(heading).unwrap_or_else(|| panic!("docs/configuration.md has no section {heading:?}"));
+    let mut rows = BTreeMap::new();
+    for line in doc[start..].lines().skip(1).skip_while(|l| !l.starts_with('|')).take_while(|l| l.starts_with('|')) {
+        let cells: Vec<String> = line.trim_matches('|').split(" | ").map(|c| c.trim().to_string()).collect();
+        if cells[0] == "variable" || cells[0].starts_with("---") {
+            continue;
+        }
+        for name in cells[0].split(", ") {
+            assert!(rows.insert(name.trim_matches('`').to_string(), cells[1..].to_vec()).is_none(), "{name} twice");
+        }
+    }
+    rows
+}
+
+fn load(name: &str, value: &str) -> Result<Config, Error> {
+    Config::from_lookup(|n| (n == name).then(|| value.to_string()))
+}
+
+fn shown(c: &Config) -> String {
+    format!("{c:?}")
+}
+
+/// A valid value other than the default, and how a bad value is refused.
+type Spec = (&'static str, fn() -> Result<(), Error>);
+
+/// Per knob, its [`Spec`]. Knobs with free-form values are refused where
+/// they are used (the interface at listen, the device at probe).
+fn spec(name: &str) -> Option<Spec> {
+    fn at_load(name: &'static str, bad: &'static str) -> Result<(), Error> {
+        load(name, bad).map(drop)
+    }
+    Some(match name {
+        "RCCL_RUST_GIN_PROVIDER" => ("emu", || at_load("RCCL_RUST_GIN_PROVIDER", "rxe")),
+        "RCCL_RUST_GIN_TIMEOUT_MS" => ("5", || at_load("RCCL_RUST_GIN_TIMEOUT_MS", "0")),
+        "RCCL_RUST_GIN_QUEUE_DEPTH" => ("1024", || at_load("RCCL_RUST_GIN_QUEUE_DEPTH", "8")),
+        "RCCL_RUST_GIN_QUEUE_PLACEMENT" => ("device", || at_load("RCCL_RUST_GIN_QUEUE_PLACEMENT", "gpu")),
+        "RCCL_RUST_GIN_SOCKET_IFNAME" => ("lo", || {
+            let c = load("RCCL_RUST_GIN_SOCKET_IFNAME", "=no_such_if0")?;
+            rccl_rust_gin::oob::pick_address(c.socket_ifname.as_deref()).map(drop)
+        }),
+        "RCCL_RUST_GIN_CONNECT_TIMEOUT_MS" => ("100", || at_load("RCCL_RUST_GIN_CONNECT_TIMEOUT_MS", "soon")),
+        "RCCL_RUST_GIN_EMU_FABRIC" => ("shm:x", || at_load("RCCL_RUST_GIN_EMU_FABRIC", "nfs:/x")),
+        "RCCL_RUST_GIN_EMU_PROGRESS" => ("proxy", || at_load("RCCL_RUST_GIN_EMU_PROGRESS", "never")),
+        "RCCL_RUST_GIN_EMU_MTU" => ("1024", || at_load("RCCL_RUST_GIN_EMU_MTU", "1000")),
+        "RCCL_RUST_GIN_NIC" => ("mlx5_1", || {
+            let c = load("RCCL_RUST_GIN_NIC", "mlx5_does_not_exist")?;
+            rccl_rust_gin::provider::mlx5::Mlx5Provider::probe(&c).map(drop)
+        }),
+        "RCCL_RUST_GIN_IB_PORT" => ("2", || at_load("RCCL_RUST_GIN_IB_PORT", "0")),
+        "RCCL_RUST_GIN_GID_INDEX" => ("3", || at_load("RCCL_RUST_GIN_GID_INDEX", "-2")),
+        "RCCL_RUST_GIN_TRAFFIC_CLASS" => ("106", || at_load("RCCL_RUST_GIN_TRAFFIC_CLASS", "256")),
+        _ => return None,
+    })
+}
 
 #[test]
-fn every_knob_is_documented_with_its_default() {
-    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/configuration.md")).unwrap();
+fn the_documented_knobs_are_the_code_knobs_with_the_same_defaults_and_meanings() {
+    let rows = table(&doc(), "## rust-gin's knobs");
+    let code: BTreeMap<String, (String, String)> =
+        KNOBS.iter().map(|(n, d, m)| (n.to_string(), (d.to_string(), m.to_string()))).collect();
+    let documented: Vec<&String> = rows.keys().collect();
+    let known: Vec<&String> = code.keys().collect();
+    assert_eq!(documented, known, "knobs in docs/configuration.md vs host/config.rs KNOBS");
+    for (name, cells) in &rows {
+        let (default, meaning) = &code[name];
+        assert_eq!(&cells[0], default, "{name}: documented default vs KNOBS");
+        assert_eq!(&cells[1], meaning, "{name}: documented meaning vs KNOBS");
+    }
+}
+
+#[test]
+fn every_documented_default_is_what_the_code_does_unset() {
+    let unset = Config::from_lookup(|_| None).unwrap();
+    assert_eq!(shown(&unset), shown(&Config::default()));
     for (name, default, _) in KNOBS {
-        let row = doc.lines().find(|l| l.contains(&format!("`{name}`"))).unwrap_or_else(|| panic!("{name} is not in docs/configuration.md"));
-        assert!(row.contains(default), "{name}: the documented default differs from the code's {default:?}: {row}");
-    }
-    // And the code reads no knob the table lacks.
-    let src = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/host/config.rs")).unwrap();
-    for w in src.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).filter(|w| w.starts_with("RCCL_RUST_GIN_") && w.len() > "RCCL_RUST_GIN_".len()) {
-        assert!(KNOBS.iter().any(|(n, _, _)| *n == w), "{w} is read but missing from KNOBS");
+        if default.starts_with('(') {
+            // "(…)" documents a behaviour, not a value: the knob is unset.
+            match *name {
+                "RCCL_RUST_GIN_SOCKET_IFNAME" => assert_eq!(unset.socket_ifname, None),
+                "RCCL_RUST_GIN_NIC" => assert_eq!(unset.nic_filter, None),
+                other => panic!("{other}: a default in parentheses this test does not know how to check"),
+            }
+            continue;
+        }
+        let set = load(name, default).unwrap_or_else(|e| panic!("{name}={default} (the documented default): {e}"));
+        assert_eq!(shown(&set), shown(&unset), "{name}: setting the documented default {default} changes the config");
     }
 }
 
 #[test]
-fn defaults_match_the_table() {
-    let c = Config::from_lookup(|_| None).unwrap();
-    assert_eq!(c.timeout_ms.to_string(), KNOBS.iter().find(|k| k.0 == "RCCL_RUST_GIN_TIMEOUT_MS").unwrap().1);
-    assert_eq!(c.queue_depth.to_string(), KNOBS.iter().find(|k| k.0 == "RCCL_RUST_GIN_QUEUE_DEPTH").unwrap().1);
+fn every_knob_takes_effect_and_refuses_a_bad_value_by_name() {
+    let unset = shown(&Config::from_lookup(|_| None).unwrap());
+    for (name, _, _) in KNOBS {
+        let (other, bad) = spec(name).unwrap_or_else(|| panic!("{name}: no valid and bad value in this test's table"));
+        let set = load(name, other).unwrap_or_else(|e| panic!("{name}={other}: {e}"));
+        assert_ne!(shown(&set), unset, "{name}={other} changed nothing");
+        let e = bad().expect_err(name);
+        assert!(
+            matches!(e, Error::InvalidArgument(_) | Error::System(_)),
+            "{name}: a bad value is refused as an argument or system error, got {e:?}"
+        );
+        assert!(e.message().contains(name), "{name}: the error does not name the variable: {e}");
+    }
+    for row in table(&doc(), "## rust-gin's knobs").keys() {
+        assert!(spec(row).is_some(), "{row} is documented but this test's table lacks it");
+    }
 }
 
+/// Every `RCCL_RUST_GIN_*` name anywhere in host/ (read, or cited in a
+/// message) is a knob, and every variable the code reads is documented in
+/// one of the two tables.
 #[test]
-fn bad_values_name_the_variable() {
-    for (k, v) in [
-        ("RCCL_RUST_GIN_PROVIDER", "rxe"),
-        ("RCCL_RUST_GIN_TIMEOUT_MS", "soon"),
-        ("RCCL_RUST_GIN_TIMEOUT_MS", "0"),
-        ("RCCL_RUST_GIN_QUEUE_DEPTH", "8"),
-        ("RCCL_RUST_GIN_EMU_FABRIC", "nfs:/x"),
-        ("RCCL_RUST_GIN_EMU_MTU", "1000"),
-        ("RCCL_RUST_GIN_QUEUE_PLACEMENT", "gpu"),
-    ] {
-        let e = Config::from_lookup(|name| (name == k).then(|| v.to_string())).unwrap_err();
-        assert!(e.to_string().contains(k), "{k}={v}: {e}");
+fn the_code_reads_and_cites_only_documented_variables() {
+    let doc = doc();
+    let ours = table(&doc, "## rust-gin's knobs");
+    let rccl = table(&doc, "## RCCL's knobs it honours");
+    let mut files = vec![];
+    let mut dirs = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("host")];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                files.push(p);
+            }
+        }
     }
+    let mut reads = 0;
+    for f in &files {
+        let src = std::fs::read_to_string(f).unwrap();
+        let words = src.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'));
+        for w in words.filter(|w| w.starts_with("RCCL_RUST_GIN_") && w.len() > "RCCL_RUST_GIN_".len()) {
+            assert!(ours.contains_key(w), "{}: {w} is not a documented knob", f.display());
+        }
+        // Reads: var("X"), var_os("X"), get("X") with an upper-case name.
+        for call in ["var(\"", "var_os(\"", "get(\""] {
+            for (at, _) in src.match_indices(call) {
+                let rest = &src[at + call.len()..];
+                let name = &rest[..rest.find('"').unwrap()];
+                if name.len() > 3 && name.chars().all(|c| c.is_ascii_uppercase() || c == '_' || c.is_ascii_digit()) {
+                    reads += 1;
+                    assert!(
+                        ours.contains_key(name) || rccl.contains_key(name),
+                        "{}: reads {name}, which docs/configuration.md does not list",
+                        f.display()
+                    );
+                }
+            }
+        }
+    }
+    assert!(reads >= KNOBS.len(), "found only {reads} environment reads in host/: the scan is broken");
 }

@@ -45,15 +45,49 @@ fn decoder_survives_random_segments_behind_a_valid_header() {
         Just(opcode::ATOMIC_CS),
         any::<u8>()
     ];
+    let known = [opcode::NOP, opcode::RDMA_WRITE, opcode::RDMA_WRITE_IMM, opcode::RDMA_READ, opcode::ATOMIC_FA, opcode::ATOMIC_CS];
+    let (oks, errs) = (std::cell::Cell::new(0u32), std::cell::Cell::new(0u32));
     runner(8_000)
         .run(&(ops, 0u8..64, proptest::collection::vec(any::<u8>(), 1008)), |(op, ds, tail)| {
             let c = CtrlSeg { opmod: 0, wqe_index: 5, opcode: op, qpn: 0x42, ds, signature: 0, fm_ce_se: 0, imm: 0 };
             let mut bytes = c.encode().to_vec();
             bytes.extend_from_slice(&tail);
-            let _ = wqe::decode(&bytes, 5, 0x42);
+            // A panic inside decode fails the case (proptest catches it).
+            match wqe::decode(&bytes, 5, 0x42) {
+                Ok(w) => {
+                    oks.set(oks.get() + 1);
+                    prop_assert_eq!(w.ctrl, c, "the control segment round-trips");
+                    prop_assert_eq!(w.wqebbs, wqe::wqebbs_for_ds(ds));
+                    prop_assert!(ds != 0 && known.contains(&op), "accepted DS {} opcode {:#x}", ds, op);
+                    prop_assert!(w.op.length() <= wqe::MAX_MESSAGE);
+                    let kind_matches = match &w.op {
+                        wqe::WqeOp::Nop => op == opcode::NOP,
+                        wqe::WqeOp::Write { imm, .. } => {
+                            op == opcode::RDMA_WRITE && imm.is_none() || op == opcode::RDMA_WRITE_IMM && imm.is_some()
+                        }
+                        wqe::WqeOp::Read { .. } => op == opcode::RDMA_READ,
+                        wqe::WqeOp::Atomic { kind, .. } => {
+                            (op, *kind) == (opcode::ATOMIC_FA, wqe::AtomicKind::FetchAdd)
+                                || (op, *kind) == (opcode::ATOMIC_CS, wqe::AtomicKind::CompareSwap)
+                        }
+                    };
+                    prop_assert!(kind_matches, "opcode {:#x} decoded as {:?}", op, w.op);
+                }
+                Err(e) => {
+                    errs.set(errs.get() + 1);
+                    prop_assert!(e.syndrome != 0, "an error without a syndrome: {:?}", e);
+                    // The header is valid, so the skip is what DS says.
+                    prop_assert_eq!(e.wqebbs, wqe::wqebbs_for_ds(ds));
+                    prop_assert!(e.wqebbs >= 1);
+                    prop_assert_eq!(e.opcode, op);
+                    prop_assert!(!e.reason.is_empty());
+                }
+            }
             Ok(())
         })
         .unwrap();
+    // Both outcomes were exercised, or the properties above proved little.
+    assert!(oks.get() > 100 && errs.get() > 100, "{} accepted, {} refused", oks.get(), errs.get());
 }
 
 fn malformed_case(patch: impl Fn(&mut [u8; 64]), want: u8, what: &str) {

@@ -6,6 +6,9 @@
 
 #[path = "support/gin_flow.rs"]
 mod gin_flow;
+#[macro_use]
+#[path = "support/mapped.rs"]
+mod mapped;
 #[path = "support/rccl_host.rs"]
 mod rccl_host;
 
@@ -95,6 +98,9 @@ fn bad_input_gets_an_error_and_a_warn_line_never_a_crash() {
     // SAFETY (whole test): every call passes pointers that are valid or
     // deliberately NULL/foreign; the plugin must refuse the latter cleanly.
     unsafe {
+        // An init first: getProperties answers about the provider of the
+        // latest init (without one it is "called before init()").
+        let (rank, gctx, h) = solo();
         let (r, l) = warns(|| (v.init.unwrap())(null as *mut *mut c_void, 0, p.logger.func));
         expect_warn(r, NCCL_INVALID_ARGUMENT, &l, &["init", "ctx is NULL"], "init(NULL)");
         let (r, l) = warns(|| (v.devices.unwrap())(null as *mut i32));
@@ -104,7 +110,6 @@ fn bad_input_gets_an_error_and_a_warn_line_never_a_crash() {
         let (r, l) = warns(|| (v.get_properties.unwrap())(-1, &mut std::mem::zeroed()));
         expect_warn(r, NCCL_INVALID_ARGUMENT, &l, &["dev -1"], "getProperties(-1)");
 
-        let (rank, gctx, h) = solo();
         // listen with a bad device and a NULL handle buffer.
         let mut lc = null;
         let mut hb = [0u8; NCCL_NET_HANDLE_MAXSIZE];
@@ -229,6 +234,129 @@ fn bad_input_gets_an_error_and_a_warn_line_never_a_crash() {
         let (r, l) = warns(|| p.call_ptr(v.finalize, r0));
         expect_warn(r, NCCL_INVALID_ARGUMENT, &l, &["finalize"], "double finalize");
     }
+}
+
+// --- bad input found by the held-out harness: one test per case -------------------
+// Each asserts the code, a WARN line naming the argument, and that the
+// process still works afterwards (a valid registration and a put to itself).
+
+/// The process is alive and the plugin usable: a put through two fresh
+/// windows lands.
+fn still_works(p: &Plugin, coll: *mut c_void, h: *const c_void) {
+    let a = register(p, coll, 4096);
+    let b = register(p, coll, 4096);
+    a.buf.write(0, b"alive after bad input");
+    // SAFETY: live handle and windows.
+    unsafe {
+        assert_eq!(dev::rust_gin_put(h, 0, 0, b.gh, 0, a.gh, 0, 21, NO_SIGNAL, 0, 0, 0), 0, "put after bad input");
+        assert_eq!(dev::rust_gin_flush(h, 0, 0, 1, std::ptr::null(), 0), 0, "flush after bad input");
+    }
+    let mut got = [0u8; 21];
+    b.buf.read(0, &mut got);
+    assert_eq!(&got, b"alive after bad input");
+    for w in [a, b] {
+        // SAFETY: valid tokens.
+        assert_eq!(unsafe { (p.v.dereg_mr_sym.unwrap())(coll, w.mh) }, OK);
+    }
+}
+
+/// regMrSym of [data, data+size) as `ty` is refused with INVALID_ARGUMENT
+/// and a WARN naming `words`; the plugin keeps working.
+fn refused_registration(data: usize, size: usize, words: &[&str]) {
+    let p = plugin();
+    let (rank, gctx, h) = solo();
+    for ty in [NCCL_PTR_HOST, NCCL_PTR_CUDA] {
+        let ((r, mh, gh), l) = warns(|| p.reg(rank.coll, data as *mut c_void, size, ty));
+        let mut all = vec!["regMrSym"];
+        all.extend_from_slice(words);
+        expect_warn(r, NCCL_INVALID_ARGUMENT, &l, &all, &format!("regMrSym(type {ty}) of {data:#x}+{size}"));
+        assert!(mh.is_null() && gh.is_null(), "a refused registration returns no handles");
+    }
+    still_works(p, rank.coll, h);
+    close(rank, gctx);
+}
+
+refused_range_tests!(refused_registration);
+
+#[test]
+fn reg_of_mapped_memory_that_is_not_a_heap_buffer_works() {
+    // The check refuses what is not mapped read-write, not what is unusual:
+    // an anonymous mapping of our own registers, and a put into it lands.
+    let p = plugin();
+    let (rank, gctx, h) = solo();
+    let m = mapped::Mapping::new(2, libc::PROT_READ | libc::PROT_WRITE);
+    let (r, mh, gh) = p.reg(rank.coll, m.addr as *mut c_void, m.len, NCCL_PTR_HOST);
+    assert_eq!(r, OK, "regMrSym of an mmap'ed range");
+    let src = register(p, rank.coll, 4096);
+    src.buf.write(0, &[0x5a; 64]);
+    // SAFETY: live handle and windows; the mapping outlives the window.
+    unsafe {
+        assert_eq!(dev::rust_gin_put(h, 0, 0, gh as *const c_void, 4096, src.gh, 0, 64, NO_SIGNAL, 0, 0, 0), 0);
+        assert_eq!(dev::rust_gin_flush(h, 0, 0, 1, std::ptr::null(), 0), 0);
+        assert_eq!(std::slice::from_raw_parts((m.addr + 4096) as *const u8, 64), &[0x5a; 64]);
+        assert_eq!((p.v.dereg_mr_sym.unwrap())(rank.coll, mh), OK);
+        assert_eq!((p.v.dereg_mr_sym.unwrap())(rank.coll, src.mh), OK);
+    }
+    close(rank, gctx);
+}
+
+/// connect with `nranks` (and one valid handle) is refused before anything
+/// is sized by it; the same listen comm then connects.
+fn refused_nranks(nranks: i32) {
+    let p = plugin();
+    let mut good = p.open_rank(0, 1);
+    let mut hp = [good.handle.as_mut_ptr() as *mut c_void];
+    let mut cc = std::ptr::null_mut();
+    // SAFETY: valid pointers; the plugin must not read past hp[0].
+    let (r, l) = warns(|| unsafe { (p.v.connect.unwrap())(good.ctx, hp.as_mut_ptr(), nranks, 0, good.listen, &mut cc) });
+    expect_warn(r, NCCL_INVALID_ARGUMENT, &l, &["connect", &format!("nranks {nranks} out of range")], "connect(nranks)");
+    assert!(cc.is_null());
+    let h0 = good.handle;
+    assert_eq!(p.connect(&mut good, &[h0]), OK, "the same listen comm connects with nranks 1");
+    assert_eq!(p.call_ptr(p.v.close_coll, good.coll), OK);
+    assert_eq!(p.call_ptr(p.v.finalize, good.ctx), OK);
+}
+
+#[test]
+fn connect_with_nranks_int_max_is_refused() {
+    refused_nranks(i32::MAX);
+}
+
+#[test]
+fn connect_with_nranks_one_past_the_cap_is_refused() {
+    refused_nranks(rccl_rust_gin::gin::vtable::MAX_NRANKS + 1);
+}
+
+#[test]
+fn connect_with_negative_nranks_is_refused() {
+    refused_nranks(-1);
+}
+
+/// After finalize a context may still be destroyed, but not driven or
+/// queried: `call` on it is INVALID_USAGE with a WARN naming the call.
+fn refused_after_finalize(name: &str, call: impl Fn(*mut c_void) -> NcclResult) {
+    let p = plugin();
+    let (rank, gctx, _) = solo();
+    assert_eq!(call(gctx), OK, "{name} before finalize");
+    assert_eq!(p.call_ptr(p.v.finalize, rank.ctx), OK);
+    let (r, l) = warns(|| call(gctx));
+    expect_warn(r, NCCL_INVALID_USAGE, &l, &[name, "after finalize"], &format!("{name} after finalize"));
+    assert_eq!(p.call_ptr(p.v.destroy_context, gctx), OK, "teardown after finalize still works");
+    assert_eq!(p.call_ptr(p.v.close_coll, rank.coll), OK);
+    // A new plugin context works.
+    let (rank, gctx, h) = solo();
+    still_works(p, rank.coll, h);
+    close(rank, gctx);
+}
+
+#[test]
+fn query_last_error_after_finalize_is_invalid_usage() {
+    refused_after_finalize("queryLastError", |c| plugin().query_error(c).0);
+}
+
+#[test]
+fn gin_progress_after_finalize_is_invalid_usage() {
+    refused_after_finalize("ginProgress", |c| plugin().call_ptr(plugin().v.gin_progress, c));
 }
 
 #[test]

@@ -194,6 +194,42 @@ fn main() {
                     Err(_) => Ok(()),
                 }
             }));
+            trials.push(Trial::test("isa::doorbell_store_is_matched_exactly", || {
+                // The same ring sequence with the doorbell line replaced: only
+                // the exact system-scope form passes.
+                let ring = |arch: &str, db: &str| {
+                    let scope = if arch == "gfx90a" { "" } else { " sc0 sc1" };
+                    let listing = format!(
+                        "0000000000001600 <f>:\n\tbuffer_wbl2{scope} // 000000001600: E0A0C000\n\ts_waitcnt vmcnt(0) // 000000001608: BF8C0F70\n\tflat_store_dword v[2:3], v6{scope} // 00000000160C: DE710000\n\tbuffer_wbl2{scope} // 000000001614: E0A0C000\n\ts_waitcnt vmcnt(0) // 00000000161C: BF8C0070\n\t{db} // 000000001620: DE750000\n"
+                    );
+                    isa::check_doorbell_rules(arch, &isa::flatten(&isa::parse_objdump(&listing), "f"))
+                };
+                for (arch, db) in [
+                    ("gfx942", "flat_store_dwordx2 v[4:5], v[12:13] sc0 sc1"),
+                    ("gfx950", "flat_store_dwordx2 v[4:5], v[12:13] sc1 sc0"),
+                    ("gfx942", "global_store_dwordx2 v[4:5], v[12:13], off sc0 sc1"),
+                    ("gfx90a", "flat_store_dwordx2 v[4:5], v[12:13]"),
+                ] {
+                    ring(arch, db).map_err(|e| format!("{arch}: the doorbell form {db:?} was refused: {e}"))?;
+                }
+                for (arch, db) in [
+                    ("gfx942", "flat_store_dwordx2 v[4:5], v[12:13] sc1"),
+                    ("gfx942", "flat_store_dwordx2 v[4:5], v[12:13] sc0 sc1 nt"),
+                    ("gfx942", "flat_store_dwordx2 v[4:5], v[12:13] offset:8 sc0 sc1"),
+                    ("gfx942", "buffer_store_dwordx2 v[12:13], off, s[4:7], 0 sc0 sc1"),
+                    ("gfx942", "global_store_dwordx2 v4, v[12:13], s[6:7] sc0 sc1"),
+                    ("gfx942", "flat_store_dwordx2 v[4:5], v[12:14] sc0 sc1"),
+                    ("gfx90a", "flat_store_dwordx2 v[4:5], v[12:13] glc"),
+                    ("gfx90a", "flat_store_dwordx2 v[4:5], v[12:13] slc"),
+                ] {
+                    match ring(arch, db) {
+                        Ok(_) => return Err(format!("{arch}: {db:?} accepted as the doorbell").into()),
+                        Err(e) if e.contains("doorbell") && e.contains(db.split(' ').next().unwrap()) => {}
+                        Err(e) => return Err(format!("{arch}: {db:?} refused for the wrong reason: {e}").into()),
+                    }
+                }
+                Ok(())
+            }));
             trials.push(Trial::test("isa::writeback_wait_check_reads_a_listing", || {
                 // An agent-scope release as clang 22 emits it on gfx942 with
                 // the wait dropped, then with the explicit wait.

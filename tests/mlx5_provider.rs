@@ -13,6 +13,10 @@
 //! working path instead; nothing here skips itself. The loopback test on a
 //! real NIC is `#[ignore]`d (ignored is not passing): docs/mlx5-provider.md.
 
+#[path = "support/machine.rs"]
+mod machine;
+
+use machine::{kfd_gpus, sysfs_mlx5_devices};
 use proptest::prelude::*;
 use rccl_rust_gin::config::Config;
 use rccl_rust_gin::error::Error;
@@ -528,25 +532,32 @@ fn speed_follows_nccl_net_ib() {
 // ---------------------------------------------------------------------------
 
 #[test]
-fn probe_without_a_device_says_what_is_missing() {
+fn probe_finds_exactly_what_sysfs_lists_or_says_what_is_missing() {
+    let devs = sysfs_mlx5_devices();
+    eprintln!(
+        "THIS MACHINE: mlx5 devices in /sys/class/infiniband: {devs:?}; the probe is checked to {}",
+        if devs.is_empty() { "FAIL with what is missing (no NIC)" } else { "WORK" }
+    );
     match Mlx5Provider::probe(&Config::default()) {
-        Err(Error::System(m)) => {
+        Err(Error::System(m)) if devs.is_empty() => {
             assert!(m.contains("no RDMA device") || m.contains("no usable mlx5 device"), "{m}");
             assert!(m.contains("RCCL_RUST_GIN_PROVIDER=emu"), "{m}");
         }
-        Err(e) => panic!("expected a system error, got {e:?}"),
+        Err(e) if devs.is_empty() => panic!("expected a system error, got {e:?}"),
+        Err(e) => panic!("sysfs lists {devs:?}, yet the probe failed: {e}"),
+        Ok(_) if devs.is_empty() => panic!("the probe succeeded on a machine whose sysfs lists no mlx5 device"),
         Ok(p) => {
-            // A node with ConnectX: the queries must work.
-            assert!(p.devices() >= 1);
+            assert_eq!(p.names(), devs.as_slice(), "the probe's devices vs sysfs");
             let info = p.info(0).expect("info of device 0");
             assert!(info.name.starts_with("mlx5"), "{info:?}");
             assert!(info.speed_mbps > 0 && info.max_message > 0, "{info:?}");
             assert!(p.info(p.devices()).is_err(), "index out of range");
         }
     }
-    // select() with the default configuration picks mlx5 and reports the same.
-    if let Err(e) = provider::select(&Config::default()) {
-        assert!(matches!(e, Error::System(_)), "{e:?}");
+    // select() with the default configuration picks mlx5: the same outcome.
+    match provider::select(&Config::default()) {
+        Ok(p) => assert!(!devs.is_empty() && p.devices() == devs.len(), "select found {} device(s)", p.devices()),
+        Err(e) => assert!(devs.is_empty() && matches!(e, Error::System(_)), "select: {e:?}"),
     }
 }
 
@@ -560,8 +571,15 @@ fn probe_with_a_filter_that_matches_nothing_names_the_filter() {
 }
 
 #[test]
-fn hip_allocator_reports_no_gpu_or_works() {
+fn hip_allocator_works_on_a_gpu_and_reports_no_gpu_otherwise() {
+    let gpus = kfd_gpus();
+    eprintln!(
+        "THIS MACHINE: {gpus} GPU(s) in the KFD topology; the HIP allocator is checked to {}",
+        if gpus == 0 { "FAIL with what is missing (no GPU)" } else { "WORK" }
+    );
     match HipAllocator::new() {
+        Err(e) if gpus > 0 => panic!("KFD lists {gpus} GPU(s), yet the HIP allocator failed: {e}"),
+        Ok(_) if gpus == 0 => panic!("the HIP allocator works on a machine whose KFD topology lists no GPU"),
         Err(Error::System(m)) => {
             assert_eq!(hip::device_count().unwrap_or(0), 0, "an error although HIP counts GPUs: {m}");
             assert!(m.contains("no GPU") || m.contains("HIP runtime is unusable"), "{m}");

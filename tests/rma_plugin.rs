@@ -12,6 +12,11 @@
 //! The cdylib is the one cargo test builds next to this test (see
 //! rccl_host::cdylib_path).
 
+#[path = "support/machine.rs"]
+mod machine;
+#[macro_use]
+#[path = "support/mapped.rs"]
+mod mapped;
 #[path = "support/rccl_host.rs"]
 mod rccl_host;
 
@@ -940,6 +945,85 @@ fn bad_input_gets_an_error_code_and_a_warn_line() {
     assert_eq!(api.finalize(r.ctx_rma), OK);
 }
 
+// --- bad input found by the held-out harness: one test per case -------------------
+
+/// A put to itself through fresh registrations completes with the bytes:
+/// the process and the plugin survived what came before.
+fn rma_still_works(api: Api, r: &Rank, ctx: P) {
+    let (a, b) = (buf(4096), buf(4096));
+    a.write(0, b"still alive");
+    let (am, bm) = (api.reg_ok(r.coll, &a, NCCL_PTR_HOST), api.reg_ok(r.coll, &b, NCCL_PTR_HOST));
+    let req = api.put(ctx, 0, 0, am, 11, 0, bm, 0, 0);
+    assert_eq!(api.wait(r.coll, ctx, req), OK, "a put after bad input");
+    let mut got = [0u8; 11];
+    b.read(0, &mut got);
+    assert_eq!(&got, b"still alive");
+    assert_eq!(api.dereg(r.coll, am), OK);
+    assert_eq!(api.dereg(r.coll, bm), OK);
+}
+
+/// One rank alone through the v16 table, with one context.
+fn solo_v16_context() -> (Api, Rank, P) {
+    let api = Api::V16(harness().v16);
+    let r = solo(api);
+    let (res, ctx) = api.create_context(r.coll, 1, -1, 1);
+    assert_eq!(res, OK);
+    (api, r, ctx)
+}
+
+/// regMrSym of [data, data+size) is refused for both pointer kinds, with a
+/// WARN naming `words`; then the plugin still works.
+fn rma_refused_registration(data: usize, size: usize, words: &[&str]) {
+    let (api, r, ctx) = solo_v16_context();
+    for ty in [NCCL_PTR_HOST, NCCL_PTR_CUDA] {
+        let ((res, mh), l) = warns(|| api.reg(r.coll, data as P, size, ty));
+        let all: Vec<&str> = std::iter::once("regMrSym").chain(words.iter().copied()).collect();
+        expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &all, &format!("regMrSym(type {ty}) of {data:#x}+{size}"));
+        assert!(mh.is_null());
+    }
+    rma_still_works(api, &r, ctx);
+    assert_eq!(api.destroy(ctx), OK);
+    close(api, r);
+}
+
+refused_range_tests!(rma_refused_registration);
+
+#[test]
+fn rma_connect_with_nranks_int_max_is_refused() {
+    let api = Api::V16(harness().v16);
+    let mut ctx = NULL;
+    assert_eq!(api.init(&mut ctx), OK);
+    let mut handle = [0u8; NCCL_NET_HANDLE_MAXSIZE];
+    let mut lc = NULL;
+    assert_eq!(api.listen(ctx, 0, handle.as_mut_ptr() as P, &mut lc), OK);
+    let mut ptrs = [handle.as_mut_ptr() as P];
+    let mut coll = NULL;
+    let (res, l) = warns(|| api.connect(ctx, ptrs.as_mut_ptr(), c_int::MAX, 0, lc, &mut coll));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["connect", "nranks 2147483647 out of range"], "connect(INT_MAX)");
+    assert_eq!(api.connect(ctx, ptrs.as_mut_ptr(), 1, 0, lc, &mut coll), OK, "the same listen comm then connects");
+    assert_eq!(api.close_listen(lc), OK);
+    assert_eq!(api.close_coll(coll), OK);
+    assert_eq!(api.finalize(ctx), OK);
+}
+
+#[test]
+fn rma_query_last_error_after_finalize_is_invalid_usage() {
+    let (api, r, ctx) = solo_v16_context();
+    let mut has = true;
+    assert_eq!(api.query(ctx, &mut has), OK);
+    assert!(!has);
+    assert_eq!(api.finalize(r.ctx), OK);
+    let (res, l) = warns(|| api.query(ctx, &mut has));
+    expect_warn(res, NCCL_INVALID_USAGE, &l, &["queryLastError", "after finalize"], "queryLastError after finalize");
+    assert_eq!(api.destroy(ctx), OK, "teardown after finalize still works");
+    assert_eq!(api.close_coll(r.coll), OK);
+    assert_eq!(api.finalize(r.ctx_rma), OK);
+    let (api, r, ctx) = solo_v16_context();
+    rma_still_works(api, &r, ctx);
+    assert_eq!(api.destroy(ctx), OK);
+    close(api, r);
+}
+
 /// mlx5 (the default provider) is probed for host-side posting; without an
 /// RDMA NIC init fails with what is missing, and RCCL falls back to its own
 /// RMA backend.
@@ -947,13 +1031,21 @@ fn bad_input_gets_an_error_code_and_a_warn_line() {
 fn without_an_rdma_nic_the_mlx5_provider_fails_init_with_a_reason() {
     let config = rccl_rust_gin::config::Config::default();
     assert_eq!(config.provider, rccl_rust_gin::config::ProviderKind::Mlx5, "mlx5 unless emu is asked for");
+    let devs = machine::sysfs_mlx5_devices();
+    eprintln!("THIS MACHINE: mlx5 devices in sysfs: {devs:?}; the RMA plugin's provider must {}",
+        if devs.is_empty() { "FAIL with a reason" } else { "open" });
     match rccl_rust_gin::rma::plugin::select_provider(&config) {
-        Err(e) => {
+        Err(e) if devs.is_empty() => {
             assert_eq!(e.code(), NCCL_SYSTEM_ERROR);
             assert!(e.to_string().contains("RCCL_RUST_GIN_PROVIDER=emu"), "{e}");
         }
+        Err(e) => panic!("sysfs lists {devs:?}, yet the provider failed: {e}"),
         // A machine with a ConnectX: host-side posting needs no GPU.
-        Ok(p) => assert_eq!(p.kind(), rccl_rust_gin::config::ProviderKind::Mlx5),
+        Ok(p) => {
+            assert!(!devs.is_empty(), "a provider on a machine whose sysfs lists no mlx5 device");
+            assert_eq!(p.kind(), rccl_rust_gin::config::ProviderKind::Mlx5);
+            assert_eq!(p.devices(), devs.len());
+        }
     }
 }
 
@@ -1276,10 +1368,9 @@ fn proxy_progress_mode() {
 #[test]
 #[ignore = "run by proxy_progress_mode in a child process"]
 fn proxy_progress_child() {
-    if std::env::var(CHILD).is_err() {
-        eprintln!("proxy_progress_child runs only under proxy_progress_mode");
-        return;
-    }
+    // Without its parent's RCCL_RUST_GIN_EMU_PROGRESS=proxy this would not
+    // test proxy progress: fail rather than pass.
+    assert!(std::env::var(CHILD).is_ok(), "proxy_progress_child runs only as the child of proxy_progress_mode");
     let api = Api::V16(harness().v16);
     let n = 4;
     let ex = Exchange::new(n);

@@ -56,6 +56,7 @@ impl ListenComm {
             socket: listener.addr(),
             nonce: rand_u32(),
             nic: nic.address(),
+            secret: oob::frame::random_secret()?,
         };
         Ok(ListenComm { instance, dev, nic, listener, handle })
     }
@@ -93,7 +94,9 @@ impl CollComm {
             acc.rotate_left(7) ^ (h.nonce as u64) ^ ((h.socket.port() as u64) << 32)
         });
         let timeout = Duration::from_millis(listen.instance.config.connect_timeout_ms);
-        let mesh = Mesh::new(listen.listener.clone(), rank, handles.iter().map(|h| h.socket).collect(), comm_id, timeout);
+        let key = oob::frame::job_key(handles.iter().map(|h| &h.secret), comm_id);
+        let peers = handles.iter().map(|h| h.socket).collect();
+        let mesh = Mesh::new(listen.listener.clone(), rank, peers, comm_id, key, timeout);
         // Every rank is reachable and agrees on who is who.
         let seen = mesh.allgather(&listen.handle.nonce.to_le_bytes())?;
         for (r, v) in seen.iter().enumerate() {

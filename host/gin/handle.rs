@@ -5,7 +5,11 @@
 //!
 //! Layout (little-endian): magic u32 | version u16 | provider u8 | family u8 |
 //! ip [16] | port u16 | reserved u16 | nonce u32 | NIC address [40] |
-//! zeros | FNV-1a-32 of bytes 0..124 at 124.
+//! secret [16] | zeros | FNV-1a-32 of bytes 0..124 at 124.
+//!
+//! The secret (random per listen) reaches the other ranks only through
+//! RCCL's allgather; together they make the key that authenticates
+//! connection-setup frames (oob::frame::job_key).
 
 use crate::config::ProviderKind;
 use crate::error::{Error, Result};
@@ -14,8 +18,9 @@ use crate::provider::{NicAddress, NIC_ADDRESS_BYTES};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 pub const MAGIC: u32 = 0x4e49_4752; // "RGIN"
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 const CHECKSUM_AT: usize = NCCL_NET_HANDLE_MAXSIZE - 4;
+const SECRET_AT: usize = 32 + NIC_ADDRESS_BYTES;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ListenHandle {
@@ -23,6 +28,7 @@ pub struct ListenHandle {
     pub socket: SocketAddr,
     pub nonce: u32,
     pub nic: NicAddress,
+    pub secret: crate::oob::Key,
 }
 
 fn fnv1a32(b: &[u8]) -> u32 {
@@ -55,6 +61,7 @@ impl ListenHandle {
         b[24..26].copy_from_slice(&self.socket.port().to_le_bytes());
         b[28..32].copy_from_slice(&self.nonce.to_le_bytes());
         b[32..32 + NIC_ADDRESS_BYTES].copy_from_slice(&self.nic);
+        b[SECRET_AT..SECRET_AT + 16].copy_from_slice(&self.secret);
         let sum = fnv1a32(&b[..CHECKSUM_AT]);
         b[CHECKSUM_AT..].copy_from_slice(&sum.to_le_bytes());
         b
@@ -100,6 +107,7 @@ impl ListenHandle {
             socket: SocketAddr::new(ip, port),
             nonce: u32::from_le_bytes(b[28..32].try_into().expect("4")),
             nic,
+            secret: b[SECRET_AT..SECRET_AT + 16].try_into().expect("16"),
         })
     }
 }

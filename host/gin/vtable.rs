@@ -204,6 +204,12 @@ unsafe extern "C" fn connect(
     })
 }
 
+/// The largest nranks connect() takes. Each rank holds one RC queue pair per
+/// peer, and an mlx5 QP number is 24 bits wide, so no NIC serves more peers
+/// than 2^24; anything above is a corrupted argument, refused before any
+/// allocation sized by it.
+pub const MAX_NRANKS: c_int = 1 << 24;
+
 /// connect() once the plugin context and listen comm are found (shared with
 /// the RMA plugin): checks rank and nranks, decodes every rank's handle and
 /// builds the collective comm.
@@ -219,8 +225,8 @@ pub unsafe fn connect_with(
     rank: c_int,
 ) -> Result<CollComm> {
     inst.check_alive()?;
-    if nranks < 1 {
-        return Err(bad_arg!("nranks {nranks} must be at least 1"));
+    if !(1..=MAX_NRANKS).contains(&nranks) {
+        return Err(bad_arg!("nranks {nranks} out of range [1, {MAX_NRANKS}] (one queue pair per peer, 24-bit QP numbers)"));
     }
     if rank < 0 || rank >= nranks {
         return Err(bad_arg!("rank {rank} out of range [0, {nranks})"));
@@ -228,7 +234,9 @@ pub unsafe fn connect_with(
     if handles.is_null() {
         return Err(bad_arg!("handles is NULL"));
     }
-    let mut hs = Vec::with_capacity(nranks as usize);
+    // Grown as handles decode, not reserved from nranks: a bad handle stops
+    // it early.
+    let mut hs = Vec::new();
     for r in 0..nranks as usize {
         // SAFETY: RCCL passes nranks handle pointers.
         let p = unsafe { *handles.add(r) };
@@ -383,9 +391,17 @@ unsafe extern "C" fn close_listen(listen_comm: *mut c_void) -> NcclResult {
     guard("closeListen", || LISTENS.remove(listen_comm, "listenComm").map(drop))
 }
 
+/// A context whose plugin context is not finalized: after finalize RCCL may
+/// still tear contexts down, but not drive or query them.
+fn live_context(gin_ctx: *mut c_void) -> Result<Arc<GinContext>> {
+    let ctx = CONTEXTS.get(gin_ctx, "ginCtx")?;
+    ctx.coll.instance.check_alive()?;
+    Ok(ctx)
+}
+
 unsafe extern "C" fn gin_progress(gin_ctx: *mut c_void) -> NcclResult {
     guard("ginProgress", || {
-        CONTEXTS.get(gin_ctx, "ginCtx")?.progress();
+        live_context(gin_ctx)?.progress();
         Ok(())
     })
 }
@@ -393,8 +409,8 @@ unsafe extern "C" fn gin_progress(gin_ctx: *mut c_void) -> NcclResult {
 unsafe extern "C" fn query_last_error(gin_ctx: *mut c_void, has_error: *mut bool) -> NcclResult {
     guard("queryLastError", || {
         let he = out(has_error, "hasError")?;
-        let ctx = CONTEXTS.get(gin_ctx, "ginCtx")?;
         *he = false;
+        let ctx = live_context(gin_ctx)?;
         if let Some((e, newly)) = ctx.last_error() {
             *he = true;
             if newly {

@@ -60,6 +60,14 @@ impl Window {
                 "this NIC cannot register memory of type {ptr_type} (ptrSupport {supported:#x})"
             )));
         }
+        // Host memory is checked here, for every provider, as ibv_reg_mr
+        // would (mapped, read-write, the whole range). GPU memory is checked
+        // by the provider: the emulated one (whose "GPU" memory is host
+        // memory) the same way, mlx5 by the kernel's peer-memory or dma-buf
+        // import, which refuses ranges outside a GPU allocation.
+        if ptr_type == NCCL_PTR_HOST && matches!(src, Source::Pointer) {
+            crate::mapping::check_range(data, size)?;
+        }
         let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
         let _one_at_a_time = coll.collective.lock().unwrap_or_else(|e| e.into_inner());
         let region = match src {

@@ -212,6 +212,9 @@ impl Nic for EmuDevice {
         Ok(Box::new(EmuQueuePair(qp)))
     }
     unsafe fn reg_mr(&self, addr: u64, len: u64, access: Access) -> Result<Box<dyn MemoryRegion>> {
+        // Both memory kinds are host memory here, and the emulated NIC pins
+        // nothing: an unmapped or read-only page would fault inside it.
+        crate::mapping::check_range(addr, len)?;
         // SAFETY: forwarded contract: the caller keeps the memory valid until
         // the region drops.
         let r = unsafe { self.nic.reg_mr(self.pd, addr as usize, len as usize, access) }

@@ -546,7 +546,7 @@ pub(crate) fn rma_progress(rma_ctx: *mut c_void) -> Result<()> {
 pub(crate) fn query_last_error(rma_ctx: *mut c_void, has_error: *mut bool) -> Result<()> {
     let he = out(has_error, "hasError")?;
     *he = false;
-    let ctx = CONTEXTS.get(rma_ctx, "rmaCtx")?;
+    let ctx = live_context(rma_ctx)?;
     let (errors, newly) = ctx.errors();
     if !errors.is_empty() {
         *he = true;

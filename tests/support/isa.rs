@@ -1,7 +1,8 @@
 //! Reads AMDGPU code objects with the compiler's own llvm-objdump and
 //! llvm-readelf, and checks what only the machine code can show:
 //!
-//! - the doorbell is one 64-bit store;
+//! - the doorbell is one 64-bit store, of the exact form a relaxed
+//!   system-scope store takes on each architecture (doorbell_form_error);
 //! - a system-scope release (gfx90a: `buffer_wbl2`; gfx942/gfx950:
 //!   `buffer_wbl2 sc0 sc1`; each followed by `s_waitcnt vmcnt(0)`) sits
 //!   between the last store before the doorbell record and the doorbell
@@ -256,6 +257,40 @@ fn release_between(arch: &str, insns: &[Insn], from: usize, to: usize) -> bool {
     false
 }
 
+/// Whether `s` is a VGPR pair `v[n:n+1]`.
+fn is_vgpr_pair(s: &str) -> bool {
+    let Some((a, b)) = s.strip_prefix("v[").and_then(|r| r.strip_suffix(']')).and_then(|r| r.split_once(':')) else {
+        return false;
+    };
+    matches!((a.parse::<u32>(), b.parse::<u32>()), (Ok(a), Ok(b)) if b == a + 1)
+}
+
+/// The doorbell is one exact instruction, not any 64-bit store: what a
+/// relaxed system-scope 64-bit atomic store (port.h, mmio_store64) compiles
+/// to under the AMDGPU memory model. A flat (or global) `store_dwordx2` of a
+/// VGPR pair through a VGPR-pair address, no offset, and exactly the
+/// system-scope cache bits: none on gfx90a (the memory model adds none for a
+/// relaxed store there), `sc0 sc1` on gfx942/gfx950; never `nt`, `glc`, `slc`.
+pub fn doorbell_form_error(arch: &str, i: &Insn) -> Option<String> {
+    let ops: Vec<&str> = i.operands.split([',', ' ']).filter(|t| !t.is_empty()).collect();
+    let (addr_data, modifiers): (&[&str], &[&str]) = match i.mnemonic.as_str() {
+        "flat_store_dwordx2" if ops.len() >= 2 => (&ops[..2], &ops[2..]),
+        // The global form's third operand is the scalar base: `off` (none).
+        "global_store_dwordx2" if ops.len() >= 3 && ops[2] == "off" => (&ops[..2], &ops[3..]),
+        _ => return Some(format!("the doorbell must be flat_store_dwordx2 (or global_store_dwordx2 ..., off), not {}", i.text())),
+    };
+    if !addr_data.iter().all(|r| is_vgpr_pair(r)) {
+        return Some(format!("the doorbell's address and data must be VGPR pairs: {}", i.text()));
+    }
+    let want: &[&str] = if arch == "gfx90a" { &[] } else { &["sc0", "sc1"] };
+    let mut got = modifiers.to_vec();
+    got.sort_unstable();
+    if got != want {
+        return Some(format!("doorbell store has cache bits {got:?}, a system-scope store on {arch} has exactly {want:?}: {}", i.text()));
+    }
+    None
+}
+
 #[derive(Debug)]
 pub struct RingReport {
     pub doorbells: usize,
@@ -278,8 +313,8 @@ pub fn check_doorbell_rules(arch: &str, insns: &[Insn]) -> Result<RingReport, St
     }
     for &d in &doorbells {
         let db = &insns[d];
-        if !has_system_scope_bits(arch, db) {
-            return Err(format!("doorbell store lacks system scope (sc0 sc1): {}", db.text()));
+        if let Some(e) = doorbell_form_error(arch, db) {
+            return Err(e);
         }
         let prev_store = (0..d).rev().find(|&k| store_kind(&insns[k]).is_some());
         let Some(dbr) = prev_store else {

@@ -56,8 +56,9 @@ impl Mlx5Provider {
                 unsafe { rdma_sys::ibv_free_device_list(list) };
             }
             return Err(Error::System(format!(
-                "no RDMA device found (ibv_get_device_list: {errno}). Check that the ConnectX driver (mlx5_ib) is \
-                 loaded and /dev/infiniband is accessible; to run without hardware set RCCL_RUST_GIN_PROVIDER=emu"
+                "no RDMA device found{} (ibv_get_device_list: {errno}). Check that the ConnectX driver (mlx5_ib) is \
+                 loaded and /dev/infiniband is accessible; to run without hardware set RCCL_RUST_GIN_PROVIDER=emu",
+                config.nic_filter.as_ref().map(|f| format!(", so none matches RCCL_RUST_GIN_NIC={f}")).unwrap_or_default()
             )));
         }
         let mut names = Vec::new();
