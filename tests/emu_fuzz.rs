@@ -43,9 +43,18 @@ fn decoder_survives_random_segments_behind_a_valid_header() {
         Just(opcode::RDMA_READ),
         Just(opcode::ATOMIC_FA),
         Just(opcode::ATOMIC_CS),
+        Just(opcode::DUMP),
         any::<u8>()
     ];
-    let known = [opcode::NOP, opcode::RDMA_WRITE, opcode::RDMA_WRITE_IMM, opcode::RDMA_READ, opcode::ATOMIC_FA, opcode::ATOMIC_CS];
+    let known = [
+        opcode::NOP,
+        opcode::RDMA_WRITE,
+        opcode::RDMA_WRITE_IMM,
+        opcode::RDMA_READ,
+        opcode::ATOMIC_FA,
+        opcode::ATOMIC_CS,
+        opcode::DUMP,
+    ];
     let (oks, errs) = (std::cell::Cell::new(0u32), std::cell::Cell::new(0u32));
     runner(8_000)
         .run(&(ops, 0u8..64, proptest::collection::vec(any::<u8>(), 1008)), |(op, ds, tail)| {
@@ -66,6 +75,7 @@ fn decoder_survives_random_segments_behind_a_valid_header() {
                             op == opcode::RDMA_WRITE && imm.is_none() || op == opcode::RDMA_WRITE_IMM && imm.is_some()
                         }
                         wqe::WqeOp::Read { .. } => op == opcode::RDMA_READ,
+                        wqe::WqeOp::Dump { .. } => op == opcode::DUMP && ds == 2,
                         wqe::WqeOp::Atomic { kind, .. } => {
                             (op, *kind) == (opcode::ATOMIC_FA, wqe::AtomicKind::FetchAdd)
                                 || (op, *kind) == (opcode::ATOMIC_CS, wqe::AtomicKind::CompareSwap)
