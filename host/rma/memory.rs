@@ -4,13 +4,9 @@
 
 use crate::error::{Error, Result};
 use crate::gin::window::Window;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 pub struct RmaMem {
     pub window: Window,
-    /// Every rank's rkey, copied from the window; tests may corrupt one
-    /// (see [`super::testing::corrupt_peer_rkey`]) to provoke a NIC error.
-    rkeys: Vec<AtomicU32>,
 }
 
 /// Where a request goes in a peer's registration.
@@ -22,9 +18,7 @@ pub struct Remote {
 
 impl RmaMem {
     pub fn new(window: Window) -> RmaMem {
-        let n = window.coll.nranks;
-        let rkeys = (0..n).map(|p| AtomicU32::new(window.remote(p).map(|r| r.rkey).unwrap_or(0))).collect();
-        RmaMem { window, rkeys }
+        RmaMem { window }
     }
 
     /// [off, off+len) of the local registration: its address and lkey.
@@ -40,14 +34,7 @@ impl RmaMem {
             .remote(rank)
             .ok_or_else(|| Error::InvalidArgument(format!("rank {rank} out of range for {what}")))?;
         check_range(off, len, r.size, what, &format!("rank {rank}'s"))?;
-        Ok(Remote { addr: r.base + off, rkey: self.rkeys[rank as usize].load(Ordering::Relaxed) })
-    }
-
-    pub(crate) fn corrupt_rkey(&self, rank: u32, xor: u32) -> Result<()> {
-        let k =
-            self.rkeys.get(rank as usize).ok_or_else(|| Error::InvalidArgument(format!("rank {rank} out of range")))?;
-        k.fetch_xor(xor, Ordering::Relaxed);
-        Ok(())
+        Ok(Remote { addr: r.base + off, rkey: r.rkey })
     }
 }
 

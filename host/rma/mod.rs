@@ -11,7 +11,6 @@
 //!   library's host build ([`crate::mlx5::sq::SendQueue`]), doorbell
 //!   aggregation, completions;
 //! - [`memory`]: symmetric registrations (GIN windows seen from the host);
-//! - [`testing`]: fault injection for tests.
 //!
 //! Connection setup, handles, the out-of-band mesh and registration are the
 //! GIN backend's ([`crate::gin`]); objects travel as the same opaque tokens.
@@ -19,7 +18,6 @@
 pub mod context;
 pub mod memory;
 pub mod plugin;
-pub mod testing;
 pub mod vtable;
 
 pub use vtable::{ncclRmaPlugin_v13, ncclRmaPlugin_v14, ncclRmaPlugin_v15, ncclRmaPlugin_v16};
