@@ -1,0 +1,597 @@
+//! One emulated ConnectX: queue pairs, completion queues and memory regions,
+//! executing real mlx5 send WQEs in host memory.
+//!
+//! Fidelity, in short (docs/architecture.md has the whole list):
+//! - work starts with a doorbell (an 8-byte write to the QP's UAR page) and
+//!   runs up to the producer index in the doorbell record, never beyond;
+//! - each WQE is read from the ring as the NIC reads it and decoded
+//!   (emu/wqe.rs); malformed ones complete with an error;
+//! - requests travel as MTU-sized packets to the responder NIC, which checks
+//!   keys, bounds, rights and protection domains and answers with ACK, NAK,
+//!   read data or the atomic's old value;
+//! - completions are in order; a CQE is written for each WQE that asks for
+//!   one and for every error; after an error the QP is in the error state and
+//!   every later WQE completes with a flush error;
+//! - fences hold a WQE until earlier ones (all, or READs and atomics) finish;
+//! - with `NicConfig::read_data_delay`, READ data reaches memory up to that
+//!   long after its CQE, unless a DUMP WQE (whose local read cannot pass the
+//!   NIC's earlier PCIe writes) or a deregistration lands it first: the
+//!   hazard a flush after gets exists for.
+//!   Not modelled: other timing, other PCIe reordering, packet loss and
+//!   retransmission.
+//!
+//! This file holds the control path (verbs-like calls, the polling thread);
+//! requester.rs the send queue's execution and the responses, responder.rs
+//! the peer's requests, completion.rs the CQEs and the error state, dma.rs
+//! the NIC's memory accesses.
+
+mod completion;
+mod dma;
+mod requester;
+mod responder;
+
+use super::doorbell::{DoorbellSink, HostDoorbell};
+use dma::*;
+use requester::land_posted;
+use completion::push_done;
+use crate::provider::counters::{CounterSnapshot, Counters};
+use super::fabric::{Fabric, Stepper, WireError};
+use super::mr::{Access, AccessError, MrTable, Region};
+use super::packet::{Body, Packet};
+use super::wqe::{self, AtomicKind, Fence, Sge, WqeOp};
+use crate::mlx5::wire::{self, cqe_opcode, syndrome, Cqe, CQE_SIZE, SEND_WQE_BB, SND_DBR, UAR_DB_OFFSET};
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
+
+pub const UAR_PAGE: usize = 4096;
+/// Send doorbell registers in a UAR page (two BlueFlame buffers of 256 bytes).
+const DB_REG_RANGE: std::ops::Range<usize> = UAR_DB_OFFSET..UAR_DB_OFFSET + 0x200;
+
+#[derive(Clone, Debug)]
+pub struct NicConfig {
+    pub name: String,
+    /// Largest payload of one packet.
+    pub mtu: usize,
+    /// READ data lands in memory this long after it arrived (its CQE may be
+    /// written meanwhile), unless a DUMP or a deregistration lands it
+    /// earlier. None: at once.
+    pub read_data_delay: Option<Duration>,
+}
+
+impl Default for NicConfig {
+    fn default() -> Self {
+        NicConfig { name: "emu0".into(), mtu: 4096, read_data_delay: None }
+    }
+}
+
+/// READ data on its way to memory (the posted-write model).
+struct PostedWrite {
+    due: Instant,
+    addr: u64,
+    data: Vec<u8>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QpState {
+    Reset,
+    Init,
+    Rtr,
+    Rts,
+    Error,
+}
+
+/// Errors of the NIC's control path (verbs-like calls), not of WQEs.
+#[derive(Debug, PartialEq, Eq)]
+pub enum NicError {
+    NoSuchQp(u32),
+    NoSuchCq(u32),
+    NoSuchMr(u32),
+    BadState { qpn: u32, from: QpState, to: QpState },
+    BadArgument(String),
+    Wire(String),
+}
+
+impl std::fmt::Display for NicError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NicError::NoSuchQp(q) => write!(f, "no QP {q:#x}"),
+            NicError::NoSuchCq(c) => write!(f, "no CQ {c:#x}"),
+            NicError::NoSuchMr(k) => write!(f, "no memory region with lkey {k:#x}"),
+            NicError::BadState { qpn, from, to } => write!(f, "QP {qpn:#x}: cannot go from {from:?} to {to:?}"),
+            NicError::BadArgument(s) => write!(f, "{s}"),
+            NicError::Wire(s) => write!(f, "{s}"),
+        }
+    }
+}
+impl std::error::Error for NicError {}
+
+/// The buffers of a CQ, allocated by the caller (as DevX umem).
+#[derive(Clone, Copy, Debug)]
+pub struct CqSpec {
+    /// 2^log_cnt CQEs of 64 bytes; the NIC initialises them to "hardware owned".
+    pub buf: usize,
+    pub log_cnt: u32,
+    /// The CQ doorbell record (be32[2]); [0] is the consumer index.
+    pub dbrec: usize,
+}
+
+/// The buffers of a QP's send queue, allocated by the caller.
+#[derive(Clone, Copy, Debug)]
+pub struct QpSpec {
+    pub pd: u32,
+    pub send_cq: u32,
+    /// For WRITE with immediate: the CQ that receives RESP_WR_IMM CQEs.
+    pub recv_cq: Option<u32>,
+    /// 2^log_wqe_cnt WQEBBs.
+    pub sq_buf: usize,
+    pub log_wqe_cnt: u32,
+    /// The QP doorbell record (be32[2]); [1] is the send queue's.
+    pub dbrec: usize,
+    /// The UAR page whose doorbell register rings this QP.
+    pub uar: usize,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Status {
+    Pending,
+    Ok { byte_cnt: u32 },
+    Err(u8),
+}
+
+#[derive(Debug)]
+enum Await {
+    None,
+    Write,
+    Read { scatter: Vec<Sge> },
+    Atomic { result: Sge },
+}
+
+#[derive(Debug)]
+struct Inflight {
+    msg: u64,
+    index: u16,
+    signaled: bool,
+    opcode: u8,
+    awaits: Await,
+    status: Status,
+}
+
+struct Cq {
+    spec: CqSpec,
+    pi: u64,
+}
+
+struct Qp {
+    qpn: u32,
+    spec: QpSpec,
+    state: QpState,
+    remote: Option<(u32, u32)>,
+    /// Next WQEBB to execute.
+    ci: u64,
+    next_msg: u64,
+    inflight: VecDeque<Inflight>,
+    /// Receives posted, consumed by incoming WRITE with immediate.
+    recv_credits: u64,
+    /// Responder: a message that already failed (its later packets are dropped).
+    failed_msg: Option<(u32, u64)>,
+}
+
+struct State {
+    mrs: MrTable,
+    qps: HashMap<u32, Qp>,
+    cqs: HashMap<u32, Cq>,
+    uars: HashMap<usize, crate::mem::DmaBuf>,
+    dirty: BTreeSet<u32>,
+    /// READ data not landed yet, oldest first (all with one delay, so also
+    /// in order of `due`).
+    posted: VecDeque<PostedWrite>,
+    next_qpn: u32,
+    next_cqn: u32,
+    next_pd: u32,
+}
+
+struct Inner {
+    config: NicConfig,
+    fabric: Fabric,
+    node: AtomicU32,
+    state: Mutex<State>,
+    doorbells: Mutex<Vec<u32>>,
+    /// qpn -> (UAR page, doorbell record), for doorbells, which must not
+    /// wait for the state lock.
+    uar_of: Mutex<HashMap<u32, (usize, usize)>>,
+    counters: Counters,
+    wake: (Mutex<bool>, Condvar),
+    /// The polling thread is (about to be) blocked on `wake`: only then is a
+    /// notification worth a system call.
+    sleeping: AtomicBool,
+    stop: AtomicBool,
+    poller: Mutex<Option<std::thread::JoinHandle<()>>>,
+    trace: Mutex<Option<Vec<TraceEntry>>>,
+}
+
+/// One executed WQE, as the optional execution trace records it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TraceEntry {
+    pub qpn: u32,
+    pub index: u16,
+    pub opcode: u8,
+    /// Remote address of the operation (0 for NOP).
+    pub raddr: u64,
+}
+
+/// Handle to one emulated NIC; clones share it. Dropping the last handle
+/// stops its polling thread and leaves the fabric.
+#[derive(Clone)]
+pub struct EmuNic(Arc<Handle>);
+
+struct Handle {
+    inner: Arc<Inner>,
+    /// The fabric holds a weak link to this; it lives as long as the handle.
+    _port: Arc<dyn Stepper>,
+}
+
+
+/// The fabric sees the NIC through this (a weak link, so that the NIC is
+/// dropped when its owner lets go).
+struct Port(Weak<Inner>);
+
+impl DoorbellSink for Inner {
+    fn doorbell(&self, addr: usize, value: u64) {
+        Inner::doorbell(self, addr, value);
+    }
+    fn record(&self, _addr: usize, _value: u32) {
+        self.counters.dbr_writes.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl Stepper for Port {
+    fn step(&self) -> bool {
+        self.0.upgrade().is_some_and(|i| i.step())
+    }
+    fn wake(&self) {
+        if let Some(i) = self.0.upgrade() {
+            i.wake();
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl EmuNic {
+    pub fn new(fabric: &Fabric, config: NicConfig) -> Result<EmuNic, NicError> {
+        if config.mtu < 256 || !config.mtu.is_power_of_two() {
+            return Err(NicError::BadArgument(format!("MTU {} is not a power of two >= 256", config.mtu)));
+        }
+        let inner = Arc::new(Inner {
+            config,
+            fabric: fabric.clone(),
+            node: AtomicU32::new(u32::MAX),
+            state: Mutex::new(State {
+                mrs: MrTable::default(),
+                qps: HashMap::new(),
+                cqs: HashMap::new(),
+                uars: HashMap::new(),
+                dirty: BTreeSet::new(),
+                posted: VecDeque::new(),
+                next_qpn: 0x100,
+                next_cqn: 0x40,
+                next_pd: 1,
+            }),
+            doorbells: Mutex::new(Vec::new()),
+            uar_of: Mutex::new(HashMap::new()),
+            counters: Counters::default(),
+            wake: (Mutex::new(false), Condvar::new()),
+            sleeping: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            poller: Mutex::new(None),
+            trace: Mutex::new(None),
+        });
+        let port: Arc<dyn Stepper> = Arc::new(Port(Arc::downgrade(&inner)));
+        let node = fabric.join(Arc::downgrade(&port)).map_err(|e| NicError::Wire(e.to_string()))?;
+        inner.node.store(node, Ordering::Relaxed);
+        Ok(EmuNic(Arc::new(Handle { inner, _port: port })))
+    }
+
+    /// This NIC's address on the fabric.
+    pub fn node(&self) -> u32 {
+        self.0.inner.node.load(Ordering::Relaxed)
+    }
+    pub fn name(&self) -> &str {
+        &self.0.inner.config.name
+    }
+    pub fn fabric(&self) -> &Fabric {
+        &self.0.inner.fabric
+    }
+
+    pub fn counters(&self) -> CounterSnapshot {
+        self.0.inner.counters.snapshot()
+    }
+
+    pub fn alloc_pd(&self) -> u32 {
+        let mut st = lock(&self.0.inner.state);
+        st.next_pd += 1;
+        st.next_pd
+    }
+
+    /// Registers [addr, addr+len) for NIC access.
+    ///
+    /// # Safety
+    /// The memory must stay valid for reads and writes by the NIC (from its
+    /// polling thread) until [`EmuNic::dereg_mr`]; as with a real NIC, the
+    /// owner must not access bytes the NIC is writing until a completion or a
+    /// signal says they have landed.
+    pub unsafe fn reg_mr(&self, pd: u32, addr: usize, len: usize, access: Access) -> Result<Region, NicError> {
+        if addr == 0 && len != 0 {
+            return Err(NicError::BadArgument("reg_mr: null address".into()));
+        }
+        if (addr as u64).checked_add(len as u64).is_none() {
+            return Err(NicError::BadArgument("reg_mr: region wraps the address space".into()));
+        }
+        Ok(lock(&self.0.inner.state).mrs.register(pd, addr as u64, len as u64, access))
+    }
+
+    pub fn dereg_mr(&self, lkey: u32) -> Result<Region, NicError> {
+        let mut st = lock(&self.0.inner.state);
+        // Nothing may reach the memory after it is deregistered: land what
+        // is on its way (hardware would have, long before).
+        land_posted(&mut st, None);
+        st.mrs.deregister(lkey).ok_or(NicError::NoSuchMr(lkey))
+    }
+
+    /// A UAR page: its send doorbell register is at +0x800. Doorbells reach
+    /// the NIC through the QP's [`HostDoorbell`], never by looking at the page.
+    pub fn alloc_uar(&self) -> usize {
+        let page = crate::mem::DmaBuf::pages(UAR_PAGE);
+        let addr = page.addr();
+        lock(&self.0.inner.state).uars.insert(addr, page);
+        addr
+    }
+
+    /// The port through which the device library's host build rings this
+    /// NIC's queues (a QP keeps one and names it in its descriptor).
+    pub fn host_doorbell(&self) -> HostDoorbell {
+        let sink: std::sync::Weak<dyn DoorbellSink> = Arc::downgrade(&self.0.inner) as std::sync::Weak<dyn DoorbellSink>;
+        HostDoorbell::new(sink)
+    }
+
+    pub fn free_uar(&self, page: usize) {
+        lock(&self.0.inner.state).uars.remove(&page);
+    }
+
+    /// # Safety
+    /// `spec.buf` (2^log_cnt * 64 bytes) and `spec.dbrec` (8 bytes) must stay
+    /// valid until [`EmuNic::destroy_cq`].
+    pub unsafe fn create_cq(&self, spec: CqSpec) -> Result<u32, NicError> {
+        if spec.log_cnt > 22 || spec.buf == 0 || spec.dbrec == 0 || !spec.buf.is_multiple_of(64) || !spec.dbrec.is_multiple_of(4) {
+            return Err(NicError::BadArgument(format!("create_cq: bad buffers or size {spec:?}")));
+        }
+        for i in 0..(1usize << spec.log_cnt) {
+            // SAFETY: the caller guarantees the CQE ring.
+            unsafe { AtomicU8::from_ptr((spec.buf + i * CQE_SIZE + 63) as *mut u8) }
+                .store(wire::CQE_INIT_OP_OWN, Ordering::Relaxed);
+        }
+        let mut st = lock(&self.0.inner.state);
+        st.next_cqn += 1;
+        let cqn = st.next_cqn;
+        st.cqs.insert(cqn, Cq { spec, pi: 0 });
+        Ok(cqn)
+    }
+
+    pub fn destroy_cq(&self, cqn: u32) -> Result<(), NicError> {
+        let mut st = lock(&self.0.inner.state);
+        if st.qps.values().any(|q| q.spec.send_cq == cqn || q.spec.recv_cq == Some(cqn)) {
+            return Err(NicError::BadArgument(format!("destroy_cq: CQ {cqn:#x} is still used by a QP")));
+        }
+        st.cqs.remove(&cqn).ok_or(NicError::NoSuchCq(cqn))?;
+        Ok(())
+    }
+
+    /// # Safety
+    /// The send queue (2^log_wqe_cnt * 64 bytes) and doorbell record must stay
+    /// valid until [`EmuNic::destroy_qp`]; the UAR page must come from
+    /// [`EmuNic::alloc_uar`].
+    pub unsafe fn create_qp(&self, spec: QpSpec) -> Result<u32, NicError> {
+        if spec.log_wqe_cnt > 15 || spec.sq_buf == 0 || !spec.sq_buf.is_multiple_of(64) || !spec.dbrec.is_multiple_of(4) {
+            return Err(NicError::BadArgument(format!("create_qp: bad send queue {spec:?}")));
+        }
+        let mut st = lock(&self.0.inner.state);
+        if !st.cqs.contains_key(&spec.send_cq) {
+            return Err(NicError::NoSuchCq(spec.send_cq));
+        }
+        if let Some(r) = spec.recv_cq {
+            if !st.cqs.contains_key(&r) {
+                return Err(NicError::NoSuchCq(r));
+            }
+        }
+        if !st.uars.contains_key(&spec.uar) {
+            return Err(NicError::BadArgument(format!("create_qp: {:#x} is not a UAR page of this NIC", spec.uar)));
+        }
+        st.next_qpn += 1;
+        let qpn = st.next_qpn;
+        st.qps.insert(
+            qpn,
+            Qp {
+                qpn,
+                spec,
+                state: QpState::Reset,
+                remote: None,
+                ci: 0,
+                next_msg: 0,
+                inflight: VecDeque::new(),
+                recv_credits: 0,
+                failed_msg: None,
+            },
+        );
+        drop(st);
+        lock(&self.0.inner.uar_of).insert(qpn, (spec.uar, spec.dbrec));
+        Ok(qpn)
+    }
+
+    pub fn destroy_qp(&self, qpn: u32) -> Result<(), NicError> {
+        lock(&self.0.inner.state).qps.remove(&qpn).ok_or(NicError::NoSuchQp(qpn))?;
+        lock(&self.0.inner.uar_of).remove(&qpn);
+        Ok(())
+    }
+
+    /// RESET -> INIT -> RTR (with the remote node and QP) -> RTS, or any
+    /// state -> ERROR (posted WQEs then complete with flush errors).
+    pub fn modify_qp(&self, qpn: u32, to: QpState, remote: Option<(u32, u32)>) -> Result<(), NicError> {
+        let mut st = lock(&self.0.inner.state);
+        let qp = st.qps.get_mut(&qpn).ok_or(NicError::NoSuchQp(qpn))?;
+        let ok = matches!(
+            (qp.state, to),
+            (QpState::Reset, QpState::Init)
+                | (QpState::Init, QpState::Rtr)
+                | (QpState::Rtr, QpState::Rts)
+                | (_, QpState::Error)
+                | (_, QpState::Reset)
+        );
+        if !ok {
+            return Err(NicError::BadState { qpn, from: qp.state, to });
+        }
+        match to {
+            QpState::Rtr => {
+                qp.remote = Some(remote.ok_or_else(|| NicError::BadArgument("RTR needs the remote node and QP".into()))?);
+            }
+            QpState::Reset => {
+                qp.remote = None;
+                qp.ci = 0;
+                qp.inflight.clear();
+            }
+            QpState::Error => {
+                for e in qp.inflight.iter_mut() {
+                    if matches!(e.status, Status::Pending) {
+                        e.status = Status::Err(syndrome::WR_FLUSH_ERR);
+                    }
+                }
+            }
+            _ => {}
+        }
+        qp.state = to;
+        st.dirty.insert(qpn);
+        drop(st);
+        self.0.inner.wake();
+        Ok(())
+    }
+
+    pub fn qp_state(&self, qpn: u32) -> Result<QpState, NicError> {
+        lock(&self.0.inner.state).qps.get(&qpn).map(|q| q.state).ok_or(NicError::NoSuchQp(qpn))
+    }
+
+    /// Posts `n` receives (credits for incoming WRITE with immediate).
+    pub fn post_recv(&self, qpn: u32, n: u64) -> Result<(), NicError> {
+        let mut st = lock(&self.0.inner.state);
+        st.qps.get_mut(&qpn).ok_or(NicError::NoSuchQp(qpn))?.recv_credits += n;
+        Ok(())
+    }
+
+    /// Deterministic mode: does all work available now.
+    pub fn step(&self) -> bool {
+        self.0.inner.step()
+    }
+
+    /// Starts a thread that runs the NIC until [`EmuNic::stop_polling`] or drop.
+    pub fn start_polling(&self) {
+        let mut p = lock(&self.0.inner.poller);
+        if p.is_some() {
+            return;
+        }
+        self.0.inner.stop.store(false, Ordering::Relaxed);
+        let weak = Arc::downgrade(&self.0.inner);
+        let name = format!("emu-nic-{}", self.0.inner.config.name);
+        *p = Some(
+            std::thread::Builder::new()
+                .name(name)
+                .spawn(move || poll_loop(weak))
+                .expect("spawn the emulated NIC's polling thread"),
+        );
+    }
+
+    pub fn stop_polling(&self) {
+        let handle = lock(&self.0.inner.poller).take();
+        if let Some(h) = handle {
+            self.0.inner.stop.store(true, Ordering::Relaxed);
+            self.0.inner.wake();
+            let _ = h.join();
+        }
+    }
+
+    /// Starts (or restarts) recording every executed WQE.
+    pub fn start_trace(&self) {
+        *lock(&self.0.inner.trace) = Some(Vec::new());
+    }
+
+    /// Stops recording and returns the trace.
+    pub fn take_trace(&self) -> Vec<TraceEntry> {
+        lock(&self.0.inner.trace).take().unwrap_or_default()
+    }
+
+    pub fn is_polling(&self) -> bool {
+        lock(&self.0.inner.poller).is_some()
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        let handle = lock(&self.inner.poller).take();
+        if let Some(h) = handle {
+            self.inner.stop.store(true, Ordering::Relaxed);
+            self.inner.wake();
+            let _ = h.join();
+        }
+        self.inner.fabric.leave(self.inner.node());
+    }
+}
+
+fn poll_loop(weak: Weak<Inner>) {
+    // Idle rounds spent yielding before sleeping: a wake-up through the
+    // condition variable costs tens of microseconds on a busy machine, which
+    // would dominate every emulated latency.
+    const SPIN_ROUNDS: u32 = 64;
+    let mut idle = 0u32;
+    loop {
+        let Some(inner) = weak.upgrade() else { return };
+        if inner.stop.load(Ordering::Relaxed) {
+            return;
+        }
+        if inner.step() {
+            idle = 0;
+            continue;
+        }
+        idle += 1;
+        if idle < SPIN_ROUNDS {
+            drop(inner);
+            std::thread::yield_now();
+            continue;
+        }
+        // Cross-process packets do not wake us: poll again soon.
+        let (m, cv) = &inner.wake;
+        let mut woken = lock(m);
+        if !*woken {
+            inner.sleeping.store(true, Ordering::Release);
+            woken = cv.wait_timeout(woken, Duration::from_micros(50)).map(|r| r.0).unwrap_or_else(|e| e.into_inner().0);
+            inner.sleeping.store(false, Ordering::Release);
+        }
+        *woken = false;
+        idle = 0;
+    }
+}
+
+impl Inner {
+    fn node(&self) -> u32 {
+        self.node.load(Ordering::Relaxed)
+    }
+
+    fn wake(&self) {
+        let (m, cv) = &self.wake;
+        let mut w = lock(m);
+        *w = true;
+        if self.sleeping.load(Ordering::Acquire) {
+            cv.notify_one();
+        }
+    }
+}

@@ -1,0 +1,327 @@
+//! The requester side: doorbells, executing the send queue's WQEs, sending
+//! requests, taking responses, and the posted-write model of READ data.
+
+use super::*;
+
+impl Inner {
+    /// A doorbell store arrived through a QP's host doorbell.
+    pub(super) fn doorbell(&self, addr: usize, value: u64) {
+        let page = addr & !(UAR_PAGE - 1);
+        let (qpn, pi) = wire::parse_doorbell(value);
+        let ok_offset = DB_REG_RANGE.contains(&(addr - page));
+        let owner = lock(&self.uar_of).get(&qpn).copied();
+        let Some((_, dbrec)) = owner.filter(|(uar, _)| ok_offset && *uar == page) else {
+            self.counters.doorbells_misdirected.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(qpn, addr, "emulated NIC: doorbell for a QP that does not own this UAR register; ignored");
+            return;
+        };
+        self.counters.doorbells.fetch_add(1, Ordering::Relaxed);
+        // The doorbell names the producer index too; the record is what the
+        // NIC trusts. A difference means the record was stale when rung.
+        // SAFETY: the doorbell record is valid while the QP exists.
+        let dbr = u32::from_be(unsafe { AtomicU32::from_ptr((dbrec + 4 * SND_DBR) as *mut u32) }.load(Ordering::Acquire));
+        if dbr as u16 != pi {
+            self.counters.doorbell_dbr_mismatches.fetch_add(1, Ordering::Relaxed);
+        }
+        lock(&self.doorbells).push(qpn);
+        self.wake();
+    }
+
+    pub(super) fn step(&self) -> bool {
+        let mut st = lock(&self.state);
+        let mut progress = land_posted(&mut st, Some(Instant::now())) > 0;
+        let rung: Vec<u32> = std::mem::take(&mut *lock(&self.doorbells));
+        for qpn in rung {
+            st.dirty.insert(qpn);
+            progress = true;
+        }
+        for _ in 0..1024 {
+            let Some(p) = self.fabric.recv(self.node()) else { break };
+            progress = true;
+            if p.body.is_request() {
+                self.respond(&mut st, p);
+            } else {
+                self.on_response(&mut st, p);
+            }
+        }
+        let dirty: Vec<u32> = std::mem::take(&mut st.dirty).into_iter().collect();
+        for qpn in dirty {
+            progress |= self.run_sq(&mut st, qpn);
+            progress |= self.complete(&mut st, qpn);
+        }
+        progress
+    }
+
+    /// Executes published WQEs of one send queue. Returns true on progress.
+    pub(super) fn run_sq(&self, st: &mut State, qpn: u32) -> bool {
+        let mut progress = false;
+        loop {
+            let Some(qp) = st.qps.get(&qpn) else { return progress };
+            if !matches!(qp.state, QpState::Rts | QpState::Error) {
+                return progress;
+            }
+            let cnt = 1u64 << qp.spec.log_wqe_cnt;
+            let pi16 = read_sq_dbr(qp) as u16;
+            let avail = pi16.wrapping_sub(qp.ci as u16) as u64;
+            if avail == 0 {
+                return progress;
+            }
+            if avail > cnt {
+                // The record claims more WQEs than the ring holds: the QP
+                // fails once and executes nothing more.
+                if qp.state == QpState::Error {
+                    return progress;
+                }
+                let qp = st.qps.get_mut(&qpn).expect("qp");
+                self.fail_qp(qp, syndrome::LOCAL_QP_OP_ERR, 0, "doorbell record ahead of the ring");
+                return true;
+            }
+            let first = self.read_wqebbs(qp, qp.ci, 1);
+            let ds = first[7] & 0x3f;
+            let nbb = wqe::wqebbs_for_ds(ds) as u64;
+            if nbb > avail {
+                return progress; // the rest of this WQE is not published yet
+            }
+            let bytes = if nbb == 1 { first } else { self.read_wqebbs(qp, qp.ci, nbb) };
+            // Counted once consumed: a fenced WQE is re-read until it may start.
+            let count = |n: u64| self.counters.wqebbs_read.fetch_add(n, Ordering::Relaxed);
+            let index = qp.ci as u16;
+            let state = qp.state;
+            let decoded = wqe::decode(&bytes, index, qpn);
+            let qp = st.qps.get_mut(&qpn).expect("qp");
+            if state == QpState::Error {
+                let (skip, op) = match &decoded {
+                    Ok(w) => (w.wqebbs as u64, w.ctrl.opcode),
+                    Err(e) => (e.wqebbs as u64, e.opcode),
+                };
+                push_done(qp, index, true, op, Status::Err(syndrome::WR_FLUSH_ERR));
+                qp.ci += skip;
+                count(skip);
+                progress = true;
+                continue;
+            }
+            let w = match decoded {
+                Ok(w) => w,
+                Err(e) => {
+                    tracing::debug!(qpn, index, reason = %e.reason, "emulated NIC: bad WQE");
+                    push_done(qp, index, true, e.opcode, Status::Err(e.syndrome));
+                    qp.ci += e.wqebbs as u64;
+                    count(e.wqebbs as u64);
+                    self.enter_error(qp);
+                    progress = true;
+                    continue;
+                }
+            };
+            let pending = |f: &dyn Fn(&Inflight) -> bool| qp.inflight.iter().any(|e| matches!(e.status, Status::Pending) && f(e));
+            match wqe::fence_of(&w.ctrl) {
+                Fence::Strong if pending(&|_| true) => return progress,
+                Fence::Small if pending(&|e| matches!(e.awaits, Await::Read { .. } | Await::Atomic { .. })) => {
+                    return progress
+                }
+                _ => {}
+            }
+            qp.ci += w.wqebbs as u64;
+            count(w.wqebbs as u64);
+            progress = true;
+            let signaled = wqe::wants_cqe(&w.ctrl);
+            self.execute(st, qpn, index, signaled, w.ctrl.opcode, w.op);
+        }
+    }
+
+    pub(super) fn read_wqebbs(&self, qp: &Qp, start: u64, n: u64) -> Vec<u8> {
+        let cnt = 1u64 << qp.spec.log_wqe_cnt;
+        let mut v = Vec::with_capacity(n as usize * SEND_WQE_BB);
+        for k in 0..n {
+            let slot = ((start + k) & (cnt - 1)) as usize;
+            // SAFETY: the slot lies inside the send queue the creator keeps
+            // valid (create_qp's contract); the producer published it.
+            v.extend(unsafe { dma_read((qp.spec.sq_buf + slot * SEND_WQE_BB) as u64, SEND_WQE_BB) });
+        }
+        v
+    }
+
+    pub(super) fn execute(&self, st: &mut State, qpn: u32, index: u16, signaled: bool, opcode: u8, op: WqeOp) {
+        if let Some(t) = lock(&self.trace).as_mut() {
+            let raddr = match &op {
+                WqeOp::Nop | WqeOp::Dump { .. } => 0,
+                WqeOp::Write { raddr, .. } | WqeOp::Read { raddr, .. } | WqeOp::Atomic { raddr, .. } => *raddr,
+            };
+            t.push(TraceEntry { qpn, index, opcode, raddr });
+        }
+        let qp = st.qps.get(&qpn).expect("qp");
+        let pd = qp.spec.pd;
+        let remote = qp.remote;
+        let check_local = |mrs: &MrTable, sges: &[Sge], write: bool| -> Result<(), u8> {
+            for s in sges {
+                mrs.check_local(pd, s.lkey, s.addr, s.len, write).map_err(|_| syndrome::LOCAL_PROT_ERR)?;
+            }
+            Ok(())
+        };
+        let outcome: Result<(Await, Option<Body>), u8> = match op {
+            WqeOp::Nop => {
+                self.counters.nops.fetch_add(1, Ordering::Relaxed);
+                Ok((Await::None, None))
+            }
+            WqeOp::Dump { source } => check_local(&st.mrs, std::slice::from_ref(&source), false).map(|()| {
+                // A read of local memory: PCIe lets no read pass the NIC's
+                // earlier writes, so every READ response received so far lands.
+                self.counters.dumps.fetch_add(1, Ordering::Relaxed);
+                let landed = land_posted(st, None);
+                self.counters.read_writes_landed_by_dump.fetch_add(landed as u64, Ordering::Relaxed);
+                (Await::None, None)
+            }),
+            WqeOp::Write { raddr, rkey, gather, inline, imm } => check_local(&st.mrs, &gather, false).map(|()| {
+                let data = match inline {
+                    Some(d) => d,
+                    // SAFETY: every gather entry was checked against a registered region.
+                    None => gather.iter().flat_map(|s| unsafe { dma_read(s.addr, s.len as usize) }).collect(),
+                };
+                self.counters.writes.fetch_add(1, Ordering::Relaxed);
+                self.counters.payload_bytes.fetch_add(data.len() as u64, Ordering::Relaxed);
+                let total = data.len() as u64;
+                (Await::Write, Some(Body::Write { raddr, rkey, total, offset: 0, last: true, imm, data }))
+            }),
+            WqeOp::Read { raddr, rkey, scatter } => check_local(&st.mrs, &scatter, true).map(|()| {
+                self.counters.reads.fetch_add(1, Ordering::Relaxed);
+                let len = scatter.iter().map(|s| s.len).sum();
+                (Await::Read { scatter }, Some(Body::Read { raddr, rkey, len }))
+            }),
+            WqeOp::Atomic { kind, raddr, rkey, swap_add, compare, result } => {
+                check_local(&st.mrs, std::slice::from_ref(&result), true).map(|()| {
+                    self.counters.atomics.fetch_add(1, Ordering::Relaxed);
+                    (Await::Atomic { result }, Some(Body::Atomic { kind, raddr, rkey, swap_add, compare }))
+                })
+            }
+        };
+        let qp = st.qps.get_mut(&qpn).expect("qp");
+        let msg = qp.next_msg;
+        qp.next_msg += 1;
+        match outcome {
+            Err(synd) => {
+                push_done(qp, index, signaled, opcode, Status::Err(synd));
+                self.enter_error(qp);
+            }
+            Ok((Await::None, _)) => push_done(qp, index, signaled, opcode, Status::Ok { byte_cnt: 0 }),
+            Ok((awaits, Some(body))) => {
+                qp.inflight.push_back(Inflight { msg, index, signaled, opcode, awaits, status: Status::Pending });
+                let (node, rqpn) = remote.expect("RTS QP has a remote");
+                if let Err(e) = self.send_message(qpn, node, rqpn, msg, body) {
+                    tracing::warn!(qpn, error = %e, "emulated NIC: the wire refused a packet");
+                    if let Some(entry) = qp.inflight.back_mut() {
+                        entry.status = Status::Err(syndrome::TRANSPORT_RETRY_EXC_ERR);
+                    }
+                }
+            }
+            Ok((_, None)) => unreachable!("remote operations always carry a body"),
+        }
+    }
+
+    /// Sends a request, splitting a WRITE's payload into MTU-sized packets.
+    pub(super) fn send_message(&self, qpn: u32, node: u32, rqpn: u32, msg: u64, body: Body) -> Result<(), WireError> {
+        let mk = |body| Packet { src_node: self.node(), dst_node: node, src_qpn: qpn, dst_qpn: rqpn, msg, body };
+        match body {
+            Body::Write { raddr, rkey, total, imm, data, .. } if data.len() > self.config.mtu => {
+                let mtu = self.config.mtu;
+                let n = data.len().div_ceil(mtu);
+                for (k, chunk) in data.chunks(mtu).enumerate() {
+                    let last = k + 1 == n;
+                    let offset = (k * mtu) as u64;
+                    self.send(mk(Body::Write { raddr, rkey, total, offset, last, imm, data: chunk.to_vec() }))?;
+                }
+                Ok(())
+            }
+            b => self.send(mk(b)),
+        }
+    }
+
+    pub(super) fn send(&self, p: Packet) -> Result<(), WireError> {
+        self.counters.packets_sent.fetch_add(1, Ordering::Relaxed);
+        self.fabric.send(p)
+    }
+
+    /// Requester side: a response to one of our messages.
+    pub(super) fn on_response(&self, st: &mut State, p: Packet) {
+        let Some(qp) = st.qps.get_mut(&p.dst_qpn) else {
+            self.counters.packets_dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        let Some(pos) = qp.inflight.iter().position(|e| e.msg == p.msg) else {
+            self.counters.packets_dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        if !matches!(qp.inflight[pos].status, Status::Pending) {
+            return; // already flushed
+        }
+        let mut fail = None;
+        let entry = &mut qp.inflight[pos];
+        match (&p.body, &entry.awaits) {
+            (Body::Ack, _) => entry.status = Status::Ok { byte_cnt: 0 },
+            (Body::Nak { syndrome }, _) => fail = Some(*syndrome),
+            (Body::ReadResponse { offset, last, data }, Await::Read { scatter }) => {
+                let mut off = *offset;
+                let mut rest: &[u8] = data;
+                let mut base = 0u64;
+                for s in scatter {
+                    if rest.is_empty() {
+                        break;
+                    }
+                    if off < base + s.len {
+                        let at = off - base;
+                        let n = ((s.len - at) as usize).min(rest.len());
+                        match self.config.read_data_delay {
+                            // SAFETY: the scatter entry was checked (local write) at execution.
+                            None => unsafe { dma_write(s.addr + at, &rest[..n]) },
+                            Some(d) => {
+                                self.counters.read_writes_delayed.fetch_add(1, Ordering::Relaxed);
+                                let due = Instant::now() + d;
+                                st.posted.push_back(PostedWrite { due, addr: s.addr + at, data: rest[..n].to_vec() });
+                            }
+                        }
+                        rest = &rest[n..];
+                        off += n as u64;
+                    }
+                    base += s.len;
+                }
+                self.counters.payload_bytes.fetch_add(data.len() as u64, Ordering::Relaxed);
+                if *last {
+                    let total = scatter.iter().map(|s| s.len).sum::<u64>() as u32;
+                    entry.status = Status::Ok { byte_cnt: total };
+                }
+            }
+            (Body::AtomicResponse { old }, Await::Atomic { result }) => {
+                // Host byte order (the DevX provider asks for host-endian atomics).
+                // SAFETY: the result entry was checked (8 bytes, local write).
+                unsafe { dma_write(result.addr, &old.to_ne_bytes()) };
+                entry.status = Status::Ok { byte_cnt: 8 };
+            }
+            _ => fail = Some(syndrome::BAD_RESP_ERR),
+        }
+        if let Some(s) = fail {
+            qp.inflight[pos].status = Status::Err(s);
+            self.enter_error(qp);
+        }
+        st.dirty.insert(p.dst_qpn);
+    }
+}
+
+/// Lands posted READ data due by `now` (all of it with None); returns how
+/// many writes landed.
+pub(super) fn land_posted(st: &mut State, now: Option<Instant>) -> usize {
+    let mut n = 0;
+    while st.posted.front().is_some_and(|w| now.is_none_or(|t| w.due <= t)) {
+        let w = st.posted.pop_front().expect("front");
+        // SAFETY: the scatter entry was checked (local write, registered) when
+        // its READ executed, and deregistration lands everything first, so
+        // the region is still registered and valid.
+        unsafe { dma_write(w.addr, &w.data) };
+        n += 1;
+    }
+    n
+}
+
+/// The send queue's producer index from its doorbell record (16 bits).
+fn read_sq_dbr(qp: &Qp) -> u32 {
+    // SAFETY: the doorbell record is valid per create_qp's contract.
+    let raw = unsafe { AtomicU32::from_ptr((qp.spec.dbrec + 4 * SND_DBR) as *mut u32) }.load(Ordering::Acquire);
+    u32::from_be(raw) & 0xffff
+}

@@ -1,0 +1,132 @@
+//! The responder side: executing a peer's requests against this NIC's
+//! memory regions and answering them.
+
+use super::*;
+
+impl Inner {
+    pub(super) fn reply(&self, req: &Packet, body: Body) {
+        let p = Packet {
+            src_node: self.node(),
+            dst_node: req.src_node,
+            src_qpn: req.dst_qpn,
+            dst_qpn: req.src_qpn,
+            msg: req.msg,
+            body,
+        };
+        if let Err(e) = self.send(p) {
+            tracing::warn!(error = %e, "emulated NIC: cannot answer a request");
+        }
+    }
+
+    /// Responder side: executes one request packet.
+    pub(super) fn respond(&self, st: &mut State, p: Packet) {
+        let accepted = st.qps.get(&p.dst_qpn).is_some_and(|q| {
+            matches!(q.state, QpState::Rtr | QpState::Rts) && q.remote == Some((p.src_node, p.src_qpn))
+        });
+        if !accepted {
+            // A real responder drops it and the requester retries until it
+            // gives up: report what the requester would end with.
+            self.counters.packets_dropped.fetch_add(1, Ordering::Relaxed);
+            if !matches!(&p.body, Body::Write { last: false, .. }) {
+                self.reply(&p, Body::Nak { syndrome: syndrome::TRANSPORT_RETRY_EXC_ERR });
+            }
+            return;
+        }
+        let pd = st.qps[&p.dst_qpn].spec.pd;
+        match &p.body {
+            Body::Write { raddr, rkey, total, offset, last, imm, data } => {
+                let key = (p.src_node, p.src_qpn);
+                let failed_before = st.qps[&p.dst_qpn].failed_msg == Some((key.0, p.msg));
+                if failed_before {
+                    return;
+                }
+                let check = st.mrs.check_remote(pd, *rkey, *raddr, *total, Access::REMOTE_WRITE);
+                if let Err(e) = check {
+                    st.qps.get_mut(&p.dst_qpn).expect("qp").failed_msg = Some((key.0, p.msg));
+                    self.reply(&p, Body::Nak { syndrome: remote_syndrome(e) });
+                    return;
+                }
+                // SAFETY: [raddr, raddr+total) lies in a registered region, and
+                // offset + len <= total by construction of the packets.
+                unsafe { dma_write(raddr + offset, data) };
+                self.counters.payload_bytes.fetch_add(data.len() as u64, Ordering::Relaxed);
+                if *last {
+                    if let Some(imm) = imm {
+                        if let Err(s) = self.deliver_imm(st, p.dst_qpn, *imm, *total as u32) {
+                            self.reply(&p, Body::Nak { syndrome: s });
+                            return;
+                        }
+                    }
+                    self.reply(&p, Body::Ack);
+                }
+            }
+            Body::Read { raddr, rkey, len } => {
+                match st.mrs.check_remote(pd, *rkey, *raddr, *len, Access::REMOTE_READ) {
+                    Err(e) => self.reply(&p, Body::Nak { syndrome: remote_syndrome(e) }),
+                    Ok(_) => {
+                        let mtu = self.config.mtu as u64;
+                        let mut off = 0;
+                        loop {
+                            let n = (*len - off).min(mtu);
+                            // SAFETY: inside the checked region.
+                            let data = unsafe { dma_read(raddr + off, n as usize) };
+                            self.counters.payload_bytes.fetch_add(n, Ordering::Relaxed);
+                            let last = off + n == *len;
+                            self.reply(&p, Body::ReadResponse { offset: off, last, data });
+                            off += n;
+                            if last {
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+            Body::Atomic { kind, raddr, rkey, swap_add, compare } => {
+                if raddr % 8 != 0 {
+                    self.reply(&p, Body::Nak { syndrome: syndrome::REMOTE_INVAL_REQ_ERR });
+                    return;
+                }
+                match st.mrs.check_remote(pd, *rkey, *raddr, 8, Access::REMOTE_ATOMIC) {
+                    Err(e) => self.reply(&p, Body::Nak { syndrome: remote_syndrome(e) }),
+                    Ok(_) => {
+                        // SAFETY: 8-aligned and inside a registered region; the
+                        // owner reads it with atomics (a signal or counter).
+                        let word = unsafe { AtomicU64::from_ptr(*raddr as *mut u64) };
+                        let old = match kind {
+                            AtomicKind::FetchAdd => word.fetch_add(*swap_add, Ordering::AcqRel),
+                            AtomicKind::CompareSwap => {
+                                word.compare_exchange(*compare, *swap_add, Ordering::AcqRel, Ordering::Acquire)
+                                    .unwrap_or_else(|v| v)
+                            }
+                        };
+                        self.counters.payload_bytes.fetch_add(8, Ordering::Relaxed);
+                        self.reply(&p, Body::AtomicResponse { old });
+                    }
+                }
+            }
+            _ => unreachable!("respond() only gets requests"),
+        }
+    }
+
+    /// WRITE with immediate: consumes a receive and writes a RESP_WR_IMM CQE.
+    pub(super) fn deliver_imm(&self, st: &mut State, qpn: u32, imm: u32, len: u32) -> Result<(), u8> {
+        let qp = st.qps.get_mut(&qpn).expect("qp");
+        let Some(rcq) = qp.spec.recv_cq else { return Err(syndrome::REMOTE_OP_ERR) };
+        if qp.recv_credits == 0 {
+            return Err(syndrome::RNR_RETRY_EXC_ERR);
+        }
+        qp.recv_credits -= 1;
+        let cqe = Cqe {
+            opcode: cqe_opcode::RESP_WR_IMM,
+            qpn,
+            wqe_counter: 0,
+            byte_cnt: len,
+            syndrome: 0,
+            vendor_syndrome: 0,
+            wqe_opcode: 0,
+            imm,
+        };
+        self.write_cqe(st, rcq, &cqe);
+        Ok(())
+    }
+}
