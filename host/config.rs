@@ -78,7 +78,7 @@ pub const KNOBS: &[(&str, &str, &str)] = &[
     ("RCCL_RUST_GIN_CONNECT_TIMEOUT_MS", "120000", "bound on connection setup with every peer"),
     ("RCCL_RUST_GIN_EMU_FABRIC", "local:default", "emu only: local:<name> (ranks as threads) or shm:<name> (ranks as processes)"),
     ("RCCL_RUST_GIN_EMU_PROGRESS", "thread", "emu only: thread (a polling thread per NIC) or proxy (RCCL's ginProgress drives it)"),
-    ("RCCL_RUST_GIN_EMU_MTU", "4096", "emu only: packet payload size"),
+    ("RCCL_RUST_GIN_EMU_MTU", "4096", "emu only: packet payload size, a power of two from 256 to 65536"),
     ("RCCL_RUST_GIN_EMU_READ_DELAY_US", "0", "emu only: READ data lands up to this long after its CQE unless a flush (DUMP) lands it; 0 = at once (a fault model for tests)"),
     ("RCCL_RUST_GIN_NIC", "(all mlx5 devices)", "mlx5 only: comma-separated device names to use"),
     ("RCCL_RUST_GIN_IB_PORT", "1", "mlx5 only: port number"),
@@ -153,7 +153,7 @@ impl Config {
             };
         }
         if let Some(v) = get("RCCL_RUST_GIN_EMU_MTU") {
-            c.emu_mtu = number("RCCL_RUST_GIN_EMU_MTU", &v, 256usize, 1 << 20)?;
+            c.emu_mtu = number("RCCL_RUST_GIN_EMU_MTU", &v, 256usize, 1 << 16)?;
             if !c.emu_mtu.is_power_of_two() {
                 return Err(Error::InvalidArgument(format!("RCCL_RUST_GIN_EMU_MTU={v} is not a power of two")));
             }

@@ -1279,13 +1279,24 @@ fn a_put_to_a_deregistered_window_fails_and_is_reported_without_hanging() {
                 let b = buf(4096);
                 let am = api.reg_ok(r.coll, &a, NCCL_PTR_CUDA);
                 let bm = api.reg_ok(r.coll, &b, NCCL_PTR_CUDA);
+                a.write(0, &[0xab; 64]);
                 ex.barrier();
                 // A good request first: it completes before the fault.
                 let good = if rank == 0 { api.put(ctx, 0, 0, am, 64, 0, bm, 1, 0) } else { NULL };
-                ex.barrier();
-                // Then rank 1 deregisters the window rank 0 writes to next:
-                // its NIC refuses the rkey (a remote access error).
+                // Then rank 1, once the good put's bytes are in, deregisters
+                // the window rank 0 writes to next: its NIC refuses the rkey
+                // (a remote access error).
                 if rank == 1 {
+                    let t = Instant::now();
+                    let landed = || {
+                        let mut v = [0u8; 64];
+                        b.read(0, &mut v);
+                        v == [0xab; 64]
+                    };
+                    while !landed() {
+                        assert!(t.elapsed() < Duration::from_secs(20), "the good put never landed");
+                        std::thread::yield_now();
+                    }
                     assert_eq!(api.dereg(r.coll, bm), OK);
                 }
                 ex.barrier();

@@ -4,7 +4,7 @@
 //! the sending node works like any other destination.
 
 use super::packet::Packet;
-use super::shm::ShmWire;
+use super::shm::{SendError, ShmWire};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, Weak};
 
@@ -21,6 +21,10 @@ pub enum WireError {
     UnknownNode(u32),
     /// A shared-memory ring stayed full: the receiving process is stuck or gone.
     Stalled { dst: u32, secs: u64 },
+    /// The node's process is gone.
+    PeerGone(u32),
+    /// A packet larger than the wire carries.
+    TooLarge { bytes: usize, max: usize },
     Closed,
 }
 
@@ -31,6 +35,8 @@ impl std::fmt::Display for WireError {
             WireError::Stalled { dst, secs } => {
                 write!(f, "the shared-memory wire to node {dst} stayed full for {secs} s (is that process alive?)")
             }
+            WireError::PeerGone(n) => write!(f, "the process of node {n} is gone"),
+            WireError::TooLarge { bytes, max } => write!(f, "a packet of {bytes} bytes (the wire carries {max})"),
             WireError::Closed => write!(f, "the fabric is closed"),
         }
     }
@@ -55,6 +61,16 @@ enum Kind {
 #[derive(Clone)]
 pub struct Fabric(Arc<Kind>);
 
+/// A fabric handle that does not keep the fabric alive.
+#[derive(Clone)]
+pub struct WeakFabric(Weak<Kind>);
+
+impl WeakFabric {
+    pub fn upgrade(&self) -> Option<Fabric> {
+        self.0.upgrade().map(Fabric)
+    }
+}
+
 impl Fabric {
     /// Ranks as threads of this process.
     pub fn threads() -> Fabric {
@@ -69,6 +85,33 @@ impl Fabric {
 
     pub fn shm_attach(name: &str) -> std::io::Result<Fabric> {
         Ok(Fabric(Arc::new(Kind::Shm(ShmWire::attach(name)?))))
+    }
+
+    /// Attaches to the named shared-memory fabric or creates it (removing
+    /// one a crashed job left behind).
+    pub fn shm_open(name: &str, max_nodes: u32) -> std::io::Result<Fabric> {
+        Ok(Fabric(Arc::new(Kind::Shm(ShmWire::open(name, max_nodes)?))))
+    }
+
+    /// The largest packet payload this wire carries (None: no limit).
+    pub fn max_payload(&self) -> Option<usize> {
+        match &*self.0 {
+            Kind::Threads(_) => None,
+            // Headers take well under 256 bytes of a packet.
+            Kind::Shm(_) => Some(super::shm::MAX_PACKET - 256),
+        }
+    }
+
+    /// Whether `node` can still receive: false when its process is gone.
+    pub fn peer_alive(&self, node: u32) -> bool {
+        match &*self.0 {
+            Kind::Threads(_) => self.node(node).is_some(),
+            Kind::Shm(s) => s.peer_alive(node),
+        }
+    }
+
+    pub fn downgrade(&self) -> WeakFabric {
+        WeakFabric(Arc::downgrade(&self.0))
     }
 
     pub fn is_shared_memory(&self) -> bool {
@@ -105,17 +148,19 @@ impl Fabric {
         }
     }
 
-    pub fn send(&self, p: Packet) -> Result<(), WireError> {
+    /// Sends `p` unless the wire to its destination is full now (then the
+    /// packet comes back in [`SendError::Full`]); never waits.
+    pub fn try_send(&self, p: Packet) -> Result<(), SendError> {
         match &*self.0 {
             Kind::Threads(_) => {
-                let node = self.node(p.dst_node).ok_or(WireError::UnknownNode(p.dst_node))?;
+                let node = self.node(p.dst_node).ok_or(SendError::Wire(WireError::UnknownNode(p.dst_node)))?;
                 node.inbox.lock().unwrap_or_else(|e| e.into_inner()).push_back(p);
                 if let Some(nic) = node.nic.upgrade() {
                     nic.wake();
                 }
                 Ok(())
             }
-            Kind::Shm(s) => s.send(&p),
+            Kind::Shm(s) => s.try_send(p),
         }
     }
 

@@ -23,7 +23,7 @@ pub mod wqe;
 
 pub use crate::provider::CounterSnapshot;
 pub use doorbell::HostDoorbell;
-pub use fabric::Fabric;
+pub use fabric::{Fabric, WeakFabric};
 pub use mr::{Access, Region};
 pub use nic::{CqSpec, EmuNic, NicConfig, NicError, QpSpec, QpState, TraceEntry};
 pub use queue::EmuQp;

@@ -1,28 +1,53 @@
 //! The shared-memory wire between emulated NICs in different processes: one
 //! single-producer ring per ordered pair of nodes, in a POSIX shared-memory
 //! segment every process maps.
+//!
+//! Dependable across processes:
+//! - sending never blocks: a full ring is reported ([`SendError::Full`]) and
+//!   the NIC keeps the packet for later, draining its own inbox meanwhile, so
+//!   loopback and two NICs sending to each other cannot deadlock;
+//! - node slots name the owning process: a slot is free again when its NIC
+//!   leaves or its process is gone, and a sender can tell a dead peer
+//!   ([`ShmWire::peer_alive`]) from a slow one;
+//! - the segment records the processes that map it: the last one to leave
+//!   removes it, and a segment whose processes are all gone (a crashed job)
+//!   is reclaimed by the next job that opens the name.
 
 use super::fabric::WireError;
 use super::packet::Packet;
 use std::ffi::CString;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
-const MAGIC: u64 = 0x3142_4653_4752_5347; // "GSRGSFB1" little-endian
+const MAGIC: u64 = 0x3242_4653_4752_5347; // "GSRGSFB2" little-endian
 const HEADER_BYTES: usize = 4096;
 const RING_HEADER: usize = 128;
 const RING_BYTES: usize = 1 << 20;
 const WRAP: u32 = u32::MAX;
-/// How long a sender waits for room before it calls the wire stalled.
-const STALL_LIMIT: Duration = Duration::from_secs(10);
+/// Most nodes (and processes) one segment serves.
+pub const MAX_NODES: u32 = 64;
+/// The largest packet a ring carries: a quarter of it, so that a full-sized
+/// packet always fits once the consumer has caught up.
+pub const MAX_PACKET: usize = RING_BYTES / 4;
 
 #[repr(C)]
 struct Header {
     magic: u64,
     max_nodes: u32,
     ring_bytes: u32,
-    joined: AtomicU32,
+    /// Process ids mapping the segment (0 = free slot).
+    attached: [AtomicU32; MAX_NODES as usize],
+    /// Process id owning node i (0 = free).
+    nodes: [AtomicU32; MAX_NODES as usize],
+}
+const _: () = assert!(std::mem::size_of::<Header>() <= HEADER_BYTES);
+
+/// Why a packet was not sent.
+#[derive(Debug)]
+pub enum SendError {
+    /// The ring to the destination is full now: try again later.
+    Full(Packet),
+    Wire(WireError),
 }
 
 pub struct ShmWire {
@@ -30,7 +55,13 @@ pub struct ShmWire {
     size: usize,
     max_nodes: u32,
     name: CString,
-    creator: bool,
+    /// The segment's identity (st_dev, st_ino): the name is removed only
+    /// while it still refers to this segment.
+    id: (u64, u64),
+    /// This mapping's slot in the header's `attached`.
+    attach_slot: usize,
+    /// Producers of one ring may be several NICs of this process (loopback
+    /// tests): one sender at a time.
     send_lock: Mutex<()>,
 }
 
@@ -49,9 +80,48 @@ fn shm_name(name: &str) -> std::io::Result<CString> {
     CString::new(n).map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "NUL in fabric name"))
 }
 
+fn my_pid() -> u32 {
+    std::process::id()
+}
+
+/// Whether process `pid` exists (a pid of another user's process counts).
+fn alive(pid: u32) -> bool {
+    if pid == 0 {
+        return false;
+    }
+    if pid == my_pid() {
+        return true;
+    }
+    // SAFETY: signal 0 only checks for existence.
+    let rc = unsafe { libc::kill(pid as libc::pid_t, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// Claims a free (or dead process's) slot of `slots` for this process.
+fn claim(slots: &[AtomicU32]) -> Option<u32> {
+    let me = my_pid();
+    for (i, s) in slots.iter().enumerate() {
+        let cur = s.load(Ordering::Acquire);
+        if (cur == 0 || !alive(cur)) && s.compare_exchange(cur, me, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+            return Some(i as u32);
+        }
+    }
+    None
+}
+
+struct Fd(i32);
+impl Drop for Fd {
+    fn drop(&mut self) {
+        // SAFETY: our own descriptor, closed once.
+        unsafe { libc::close(self.0) };
+    }
+}
+
 impl ShmWire {
+    /// Creates the named segment for up to `max_nodes` NICs; fails with
+    /// AlreadyExists when the name is taken.
     pub fn create(name: &str, max_nodes: u32) -> std::io::Result<ShmWire> {
-        if max_nodes == 0 || max_nodes > 64 {
+        if max_nodes == 0 || max_nodes > MAX_NODES {
             return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "max_nodes must be 1..=64"));
         }
         let cname = shm_name(name)?;
@@ -61,34 +131,99 @@ impl ShmWire {
         if fd < 0 {
             return Err(std::io::Error::last_os_error());
         }
+        let fd = Fd(fd);
         // SAFETY: fd is ours.
-        if unsafe { libc::ftruncate(fd, size as libc::off_t) } != 0 {
+        if unsafe { libc::ftruncate(fd.0, size as libc::off_t) } != 0 {
             let e = std::io::Error::last_os_error();
-            // SAFETY: fd and name are ours.
-            unsafe {
-                libc::close(fd);
-                libc::shm_unlink(cname.as_ptr());
-            }
+            // SAFETY: the name is ours.
+            unsafe { libc::shm_unlink(cname.as_ptr()) };
             return Err(e);
         }
-        let base = map(fd, size)?;
+        let base = map(fd.0, size)?;
+        let id = file_id(fd.0).unwrap_or((0, 0));
         // SAFETY: the segment starts zeroed and is at least HEADER_BYTES long.
         let h = unsafe { &mut *(base as *mut Header) };
         h.max_nodes = max_nodes;
         h.ring_bytes = RING_BYTES as u32;
+        h.attached[0].store(my_pid(), Ordering::Relaxed);
         std::sync::atomic::fence(Ordering::Release);
         // SAFETY: as above; magic last so attachers see a complete header.
         unsafe { AtomicU64::from_ptr(base as *mut u64).store(MAGIC, Ordering::Release) };
-        Ok(ShmWire { base, size, max_nodes, name: cname, creator: true, send_lock: Mutex::new(()) })
+        Ok(ShmWire { base, size, max_nodes, name: cname, id, attach_slot: 0, send_lock: Mutex::new(()) })
     }
 
+    /// Maps an existing segment.
     pub fn attach(name: &str) -> std::io::Result<ShmWire> {
+        let mut w = Self::map_existing(name)?;
+        match claim(&w.header().attached) {
+            Some(slot) => w.attach_slot = slot as usize,
+            None => {
+                w.attach_slot = usize::MAX;
+                return Err(std::io::Error::other(format!("{MAX_NODES} mappings of this fabric exist already")));
+            }
+        }
+        Ok(w)
+    }
+
+    /// Attaches to the named segment, or creates it; a segment left by a job
+    /// whose processes are all gone is removed and made anew.
+    pub fn open(name: &str, max_nodes: u32) -> std::io::Result<ShmWire> {
+        for _ in 0..4 {
+            match Self::create(name, max_nodes) {
+                Ok(w) => return Ok(w),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(e),
+            }
+            match Self::reclaim_if_stale(name)? {
+                true => continue, // removed: create it again
+                false => match Self::attach(name) {
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                    r => return r,
+                },
+            }
+        }
+        Err(std::io::Error::other("the fabric segment keeps appearing and vanishing"))
+    }
+
+    /// Removes the named segment when no process that mapped it is alive.
+    /// The check and the removal hold an exclusive lock on the segment and
+    /// make sure the name still refers to it, so two jobs reclaiming at once
+    /// cannot remove each other's fresh segment.
+    fn reclaim_if_stale(name: &str) -> std::io::Result<bool> {
+        let cname = shm_name(name)?;
+        // SAFETY: plain libc calls; results checked.
+        let fd = unsafe { libc::shm_open(cname.as_ptr(), libc::O_RDWR, 0) };
+        if fd < 0 {
+            let e = std::io::Error::last_os_error();
+            return if e.kind() == std::io::ErrorKind::NotFound { Ok(true) } else { Err(e) };
+        }
+        let fd = Fd(fd);
+        // SAFETY: fd is ours; blocks only while another process reclaims.
+        if unsafe { libc::flock(fd.0, libc::LOCK_EX) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let Ok(w) = Self::map_fd(fd.0, &cname) else { return Ok(false) };
+        let stale = !w.header().attached.iter().any(|p| alive(p.load(Ordering::Acquire)));
+        if stale && file_id(fd.0).is_some_and(|id| names(name, id)) {
+            tracing::info!(name, "emulated fabric: removing a segment whose processes are all gone");
+            // SAFETY: the name refers to the segment we hold locked.
+            unsafe { libc::shm_unlink(cname.as_ptr()) };
+        }
+        Ok(stale)
+    }
+
+    fn map_existing(name: &str) -> std::io::Result<ShmWire> {
         let cname = shm_name(name)?;
         // SAFETY: plain libc calls; results checked.
         let fd = unsafe { libc::shm_open(cname.as_ptr(), libc::O_RDWR, 0) };
         if fd < 0 {
             return Err(std::io::Error::last_os_error());
         }
+        let fd = Fd(fd);
+        Self::map_fd(fd.0, &cname)
+    }
+
+    fn map_fd(fd: i32, cname: &CString) -> std::io::Result<ShmWire> {
         // SAFETY: zeroed stat buffer filled by fstat.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: fd is valid.
@@ -97,21 +232,21 @@ impl ShmWire {
         }
         let size = st.st_size as usize;
         if size < HEADER_BYTES {
-            // SAFETY: fd is ours.
-            unsafe { libc::close(fd) };
             return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "fabric segment too small"));
         }
         let base = map(fd, size)?;
+        let id = (st.st_dev, st.st_ino);
         // SAFETY: the segment is at least HEADER_BYTES long.
         let magic = unsafe { AtomicU64::from_ptr(base as *mut u64).load(Ordering::Acquire) };
         // SAFETY: as above.
         let max_nodes = unsafe { (*(base as *const Header)).max_nodes };
-        if magic != MAGIC || segment_size(max_nodes) != size {
+        if magic != MAGIC || max_nodes == 0 || max_nodes > MAX_NODES || segment_size(max_nodes) != size {
             // SAFETY: unmapping what we mapped.
             unsafe { libc::munmap(base as *mut libc::c_void, size) };
             return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "not a rust-gin fabric segment"));
         }
-        Ok(ShmWire { base, size, max_nodes, name: cname, creator: false, send_lock: Mutex::new(()) })
+        // Not counted as attached until attach() claims a slot.
+        Ok(ShmWire { base, size, max_nodes, name: cname.clone(), id, attach_slot: usize::MAX, send_lock: Mutex::new(()) })
     }
 
     fn header(&self) -> &Header {
@@ -119,15 +254,28 @@ impl ShmWire {
         unsafe { &*(self.base as *const Header) }
     }
 
+    /// Takes a free node slot (or one whose process is gone). Packets left
+    /// for the slot's previous owner are dropped.
     pub fn join(&self) -> Result<u32, WireError> {
-        let id = self.header().joined.fetch_add(1, Ordering::AcqRel);
-        if id >= self.max_nodes {
-            return Err(WireError::UnknownNode(id));
+        let slots = &self.header().nodes[..self.max_nodes as usize];
+        let id = claim(slots).ok_or(WireError::UnknownNode(self.max_nodes))?;
+        for src in 0..self.max_nodes {
+            let (head, tail, _) = self.ring(src, id);
+            tail.store(head.load(Ordering::Acquire), Ordering::Release);
         }
         Ok(id)
     }
 
-    pub fn leave(&self, _node: u32) {}
+    pub fn leave(&self, node: u32) {
+        if let Some(s) = self.header().nodes.get(node as usize) {
+            let _ = s.compare_exchange(my_pid(), 0, Ordering::AcqRel, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether a NIC holds `node` and its process is alive.
+    pub fn peer_alive(&self, node: u32) -> bool {
+        self.header().nodes.get(node as usize).is_some_and(|s| alive(s.load(Ordering::Acquire)))
+    }
 
     fn ring(&self, src: u32, dst: u32) -> (&AtomicU64, &AtomicU64, *mut u8) {
         let idx = src as usize * self.max_nodes as usize + dst as usize;
@@ -138,40 +286,37 @@ impl ShmWire {
         }
     }
 
-    pub fn send(&self, p: &Packet) -> Result<(), WireError> {
+    /// Sends `p` if its ring has room now; never waits.
+    pub fn try_send(&self, p: Packet) -> Result<(), SendError> {
         if p.src_node >= self.max_nodes || p.dst_node >= self.max_nodes {
-            return Err(WireError::UnknownNode(p.dst_node.max(p.src_node)));
+            return Err(SendError::Wire(WireError::UnknownNode(p.dst_node.max(p.src_node))));
         }
         let bytes = p.encode();
         let need = 8 + bytes.len().next_multiple_of(8);
-        assert!(need <= RING_BYTES / 2, "packet larger than the shared-memory ring allows");
+        if need > MAX_PACKET {
+            return Err(SendError::Wire(WireError::TooLarge { bytes: bytes.len(), max: MAX_PACKET - 8 }));
+        }
         let _g = self.send_lock.lock().unwrap_or_else(|e| e.into_inner());
         let (head, tail, data) = self.ring(p.src_node, p.dst_node);
         let mut h = head.load(Ordering::Relaxed);
-        let started = Instant::now();
-        loop {
-            let contiguous = RING_BYTES - (h as usize % RING_BYTES);
-            let total = if need > contiguous { contiguous + need } else { need };
-            if (h - tail.load(Ordering::Acquire)) as usize + total <= RING_BYTES {
-                if need > contiguous {
-                    // SAFETY: at least 4 bytes remain before the ring's end (records are 8-aligned).
-                    unsafe { (data.add(h as usize % RING_BYTES) as *mut u32).write_unaligned(WRAP) };
-                    h += contiguous as u64;
-                }
-                let at = h as usize % RING_BYTES;
-                // SAFETY: [at, at+need) lies inside the ring and is free (checked above).
-                unsafe {
-                    (data.add(at) as *mut u32).write_unaligned(bytes.len() as u32);
-                    std::ptr::copy_nonoverlapping(bytes.as_ptr(), data.add(at + 8), bytes.len());
-                }
-                head.store(h + need as u64, Ordering::Release);
-                return Ok(());
-            }
-            if started.elapsed() > STALL_LIMIT {
-                return Err(WireError::Stalled { dst: p.dst_node, secs: STALL_LIMIT.as_secs() });
-            }
-            std::thread::yield_now();
+        let contiguous = RING_BYTES - (h as usize % RING_BYTES);
+        let total = if need > contiguous { contiguous + need } else { need };
+        if (h - tail.load(Ordering::Acquire)) as usize + total > RING_BYTES {
+            return Err(SendError::Full(p));
         }
+        if need > contiguous {
+            // SAFETY: at least 8 bytes remain before the ring's end (records are 8-aligned).
+            unsafe { (data.add(h as usize % RING_BYTES) as *mut u32).write_unaligned(WRAP) };
+            h += contiguous as u64;
+        }
+        let at = h as usize % RING_BYTES;
+        // SAFETY: [at, at+need) lies inside the ring and is free (checked above).
+        unsafe {
+            (data.add(at) as *mut u32).write_unaligned(bytes.len() as u32);
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), data.add(at + 8), bytes.len());
+        }
+        head.store(h + need as u64, Ordering::Release);
+        Ok(())
     }
 
     /// The next packet for `node` from any source.
@@ -190,15 +335,35 @@ impl ShmWire {
                     tail.store(t + (RING_BYTES - at) as u64, Ordering::Release);
                     continue;
                 }
-                let mut buf = vec![0u8; len as usize];
+                let len = (len as usize).min(MAX_PACKET);
                 // SAFETY: the record's bytes follow its length inside the ring.
-                unsafe { std::ptr::copy_nonoverlapping(data.add(at + 8), buf.as_mut_ptr(), len as usize) };
-                tail.store(t + (8 + (len as usize).next_multiple_of(8)) as u64, Ordering::Release);
-                return Packet::decode(&buf);
+                let buf = unsafe { std::slice::from_raw_parts(data.add(at + 8), len) };
+                let p = Packet::decode(buf);
+                tail.store(t + (8 + len.next_multiple_of(8)) as u64, Ordering::Release);
+                if p.is_none() {
+                    tracing::warn!(src, node, "emulated fabric: undecodable packet dropped");
+                    continue;
+                }
+                return p;
             }
         }
         None
     }
+}
+
+/// (st_dev, st_ino) of an open descriptor.
+fn file_id(fd: i32) -> Option<(u64, u64)> {
+    // SAFETY: zeroed stat buffer filled by fstat.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fd is valid.
+    (unsafe { libc::fstat(fd, &mut st) } == 0).then_some((st.st_dev, st.st_ino))
+}
+
+/// Whether the segment `name` refers to now is the one with `id`.
+fn names(name: &str, id: (u64, u64)) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let path = format!("/dev/shm/{}", name.trim_start_matches('/'));
+    std::fs::metadata(path).is_ok_and(|m| (m.dev(), m.ino()) == id)
 }
 
 fn map(fd: i32, size: usize) -> std::io::Result<*mut u8> {
@@ -206,8 +371,6 @@ fn map(fd: i32, size: usize) -> std::io::Result<*mut u8> {
     let p = unsafe {
         libc::mmap(std::ptr::null_mut(), size, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0)
     };
-    // SAFETY: the mapping keeps the object alive; the fd is no longer needed.
-    unsafe { libc::close(fd) };
     if p == libc::MAP_FAILED {
         return Err(std::io::Error::last_os_error());
     }
@@ -216,10 +379,19 @@ fn map(fd: i32, size: usize) -> std::io::Result<*mut u8> {
 
 impl Drop for ShmWire {
     fn drop(&mut self) {
-        // SAFETY: unmapping our own mapping; unlinking the name we created.
+        let h = self.header();
+        if let Some(slot) = h.attached.get(self.attach_slot) {
+            slot.store(0, Ordering::Release);
+        }
+        // The last process to leave removes the segment (a crashed one's
+        // slot counts as empty), while the name still refers to it.
+        let last = self.attach_slot != usize::MAX && !h.attached.iter().any(|p| alive(p.load(Ordering::Acquire)));
+        let name = self.name.to_string_lossy().into_owned();
+        let remove = last && names(&name, self.id);
+        // SAFETY: unmapping our own mapping; the name is the segment's.
         unsafe {
             libc::munmap(self.base as *mut libc::c_void, self.size);
-            if self.creator {
+            if remove {
                 libc::shm_unlink(self.name.as_ptr());
             }
         }

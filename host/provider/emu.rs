@@ -6,7 +6,7 @@
 use super::{check_dev, Access, MemoryRegion, Nic, NicAddress, NicInfo, Provider, QueuePair};
 use crate::abi::rust_gin_mlx5_sq;
 use crate::config::{Config, EmuFabric, EmuProgress, ProviderKind};
-use crate::emu::{EmuNic, EmuQp, Fabric, NicConfig, Region};
+use crate::emu::{EmuNic, EmuQp, Fabric, NicConfig, Region, WeakFabric};
 use crate::error::{Error, Result};
 use crate::ffi::nccl::{NCCL_PTR_CUDA, NCCL_PTR_HOST};
 use crate::gpu::{Allocator, HostMemory, RingHome};
@@ -17,27 +17,26 @@ use std::time::Duration;
 
 const KIND_TAG: u8 = 0xE1;
 
-fn fabrics() -> &'static Mutex<HashMap<EmuFabric, Fabric>> {
-    static F: OnceLock<Mutex<HashMap<EmuFabric, Fabric>>> = OnceLock::new();
+/// The process's fabrics, held weakly: a fabric lives while a NIC of this
+/// process uses it, and a shared-memory one is removed when its last
+/// process lets go.
+fn fabrics() -> &'static Mutex<HashMap<EmuFabric, WeakFabric>> {
+    static F: OnceLock<Mutex<HashMap<EmuFabric, WeakFabric>>> = OnceLock::new();
     F.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
 /// The process's handle on a named fabric (created on first use).
 fn fabric(which: &EmuFabric) -> Result<Fabric> {
     let mut map = fabrics().lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(f) = map.get(which) {
-        return Ok(f.clone());
+    if let Some(f) = map.get(which).and_then(WeakFabric::upgrade) {
+        return Ok(f);
     }
     let f = match which {
         EmuFabric::Local(_) => Fabric::threads(),
-        EmuFabric::Shm(name) => match Fabric::shm_create(name, 64) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Fabric::shm_attach(name)
-                .map_err(|e| Error::System(format!("attaching to emulated fabric shm:{name}: {e}")))?,
-            Err(e) => return Err(Error::System(format!("creating emulated fabric shm:{name}: {e}"))),
-        },
+        EmuFabric::Shm(name) => Fabric::shm_open(name, crate::emu::shm::MAX_NODES)
+            .map_err(|e| Error::System(format!("emulated fabric shm:{name}: {e}")))?,
     };
-    map.insert(which.clone(), f.clone());
+    map.insert(which.clone(), f.downgrade());
     Ok(f)
 }
 

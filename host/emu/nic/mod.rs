@@ -27,11 +27,13 @@
 
 mod completion;
 mod dma;
+mod outbox;
 mod requester;
 mod responder;
 
 use super::doorbell::{DoorbellSink, HostDoorbell};
 use dma::*;
+use outbox::Outbox;
 use requester::land_posted;
 use completion::push_done;
 use crate::provider::counters::{CounterSnapshot, Counters};
@@ -187,6 +189,9 @@ struct State {
     /// READ data not landed yet, oldest first (all with one delay, so also
     /// in order of `due`).
     posted: VecDeque<PostedWrite>,
+    /// Packets the wire could not take yet.
+    outbox: Outbox,
+    last_peer_check: Instant,
     next_qpn: u32,
     next_cqn: u32,
     next_pd: u32,
@@ -266,6 +271,12 @@ impl EmuNic {
         if config.mtu < 256 || !config.mtu.is_power_of_two() {
             return Err(NicError::BadArgument(format!("MTU {} is not a power of two >= 256", config.mtu)));
         }
+        if let Some(max) = fabric.max_payload().filter(|m| config.mtu > *m) {
+            return Err(NicError::BadArgument(format!(
+                "MTU {} is larger than this fabric's packets carry ({max} bytes)",
+                config.mtu
+            )));
+        }
         let inner = Arc::new(Inner {
             config,
             fabric: fabric.clone(),
@@ -277,6 +288,8 @@ impl EmuNic {
                 uars: HashMap::new(),
                 dirty: BTreeSet::new(),
                 posted: VecDeque::new(),
+                outbox: Outbox::default(),
+                last_peer_check: Instant::now(),
                 next_qpn: 0x100,
                 next_cqn: 0x40,
                 next_pd: 1,

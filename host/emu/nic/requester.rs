@@ -44,10 +44,15 @@ impl Inner {
                 self.on_response(&mut st, p);
             }
         }
+        progress |= self.flush_outbox(&mut st);
+        progress |= self.check_peers(&mut st);
         let dirty: Vec<u32> = std::mem::take(&mut st.dirty).into_iter().collect();
         for qpn in dirty {
             progress |= self.run_sq(&mut st, qpn);
             progress |= self.complete(&mut st, qpn);
+        }
+        if !st.outbox.is_empty() {
+            progress |= self.flush_outbox(&mut st);
         }
         progress
     }
@@ -205,7 +210,7 @@ impl Inner {
             Ok((awaits, Some(body))) => {
                 qp.inflight.push_back(Inflight { msg, index, signaled, opcode, awaits, status: Status::Pending });
                 let (node, rqpn) = remote.expect("RTS QP has a remote");
-                if let Err(e) = self.send_message(qpn, node, rqpn, msg, body) {
+                if let Err(e) = self.send_message(&mut st.outbox, qpn, node, rqpn, msg, body) {
                     tracing::warn!(qpn, error = %e, "emulated NIC: the wire refused a packet");
                     if let Some(entry) = qp.inflight.back_mut() {
                         entry.status = Status::Err(syndrome::TRANSPORT_RETRY_EXC_ERR);
@@ -217,7 +222,15 @@ impl Inner {
     }
 
     /// Sends a request, splitting a WRITE's payload into MTU-sized packets.
-    pub(super) fn send_message(&self, qpn: u32, node: u32, rqpn: u32, msg: u64, body: Body) -> Result<(), WireError> {
+    pub(super) fn send_message(
+        &self,
+        outbox: &mut Outbox,
+        qpn: u32,
+        node: u32,
+        rqpn: u32,
+        msg: u64,
+        body: Body,
+    ) -> Result<(), WireError> {
         let mk = |body| Packet { src_node: self.node(), dst_node: node, src_qpn: qpn, dst_qpn: rqpn, msg, body };
         match body {
             Body::Write { raddr, rkey, total, imm, data, .. } if data.len() > self.config.mtu => {
@@ -226,17 +239,12 @@ impl Inner {
                 for (k, chunk) in data.chunks(mtu).enumerate() {
                     let last = k + 1 == n;
                     let offset = (k * mtu) as u64;
-                    self.send(mk(Body::Write { raddr, rkey, total, offset, last, imm, data: chunk.to_vec() }))?;
+                    self.send(outbox, mk(Body::Write { raddr, rkey, total, offset, last, imm, data: chunk.to_vec() }))?;
                 }
                 Ok(())
             }
-            b => self.send(mk(b)),
+            b => self.send(outbox, mk(b)),
         }
-    }
-
-    pub(super) fn send(&self, p: Packet) -> Result<(), WireError> {
-        self.counters.packets_sent.fetch_add(1, Ordering::Relaxed);
-        self.fabric.send(p)
     }
 
     /// Requester side: a response to one of our messages.

@@ -4,7 +4,7 @@
 use super::*;
 
 impl Inner {
-    pub(super) fn reply(&self, req: &Packet, body: Body) {
+    pub(super) fn reply(&self, outbox: &mut Outbox, req: &Packet, body: Body) {
         let p = Packet {
             src_node: self.node(),
             dst_node: req.src_node,
@@ -13,7 +13,7 @@ impl Inner {
             msg: req.msg,
             body,
         };
-        if let Err(e) = self.send(p) {
+        if let Err(e) = self.send(outbox, p) {
             tracing::warn!(error = %e, "emulated NIC: cannot answer a request");
         }
     }
@@ -28,7 +28,7 @@ impl Inner {
             // gives up: report what the requester would end with.
             self.counters.packets_dropped.fetch_add(1, Ordering::Relaxed);
             if !matches!(&p.body, Body::Write { last: false, .. }) {
-                self.reply(&p, Body::Nak { syndrome: syndrome::TRANSPORT_RETRY_EXC_ERR });
+                self.reply(&mut st.outbox, &p, Body::Nak { syndrome: syndrome::TRANSPORT_RETRY_EXC_ERR });
             }
             return;
         }
@@ -43,7 +43,7 @@ impl Inner {
                 let check = st.mrs.check_remote(pd, *rkey, *raddr, *total, Access::REMOTE_WRITE);
                 if let Err(e) = check {
                     st.qps.get_mut(&p.dst_qpn).expect("qp").failed_msg = Some((key.0, p.msg));
-                    self.reply(&p, Body::Nak { syndrome: remote_syndrome(e) });
+                    self.reply(&mut st.outbox, &p, Body::Nak { syndrome: remote_syndrome(e) });
                     return;
                 }
                 // SAFETY: [raddr, raddr+total) lies in a registered region, and
@@ -53,16 +53,16 @@ impl Inner {
                 if *last {
                     if let Some(imm) = imm {
                         if let Err(s) = self.deliver_imm(st, p.dst_qpn, *imm, *total as u32) {
-                            self.reply(&p, Body::Nak { syndrome: s });
+                            self.reply(&mut st.outbox, &p, Body::Nak { syndrome: s });
                             return;
                         }
                     }
-                    self.reply(&p, Body::Ack);
+                    self.reply(&mut st.outbox, &p, Body::Ack);
                 }
             }
             Body::Read { raddr, rkey, len } => {
                 match st.mrs.check_remote(pd, *rkey, *raddr, *len, Access::REMOTE_READ) {
-                    Err(e) => self.reply(&p, Body::Nak { syndrome: remote_syndrome(e) }),
+                    Err(e) => self.reply(&mut st.outbox, &p, Body::Nak { syndrome: remote_syndrome(e) }),
                     Ok(_) => {
                         let mtu = self.config.mtu as u64;
                         let mut off = 0;
@@ -72,7 +72,7 @@ impl Inner {
                             let data = unsafe { dma_read(raddr + off, n as usize) };
                             self.counters.payload_bytes.fetch_add(n, Ordering::Relaxed);
                             let last = off + n == *len;
-                            self.reply(&p, Body::ReadResponse { offset: off, last, data });
+                            self.reply(&mut st.outbox, &p, Body::ReadResponse { offset: off, last, data });
                             off += n;
                             if last {
                                 break;
@@ -83,11 +83,11 @@ impl Inner {
             }
             Body::Atomic { kind, raddr, rkey, swap_add, compare } => {
                 if raddr % 8 != 0 {
-                    self.reply(&p, Body::Nak { syndrome: syndrome::REMOTE_INVAL_REQ_ERR });
+                    self.reply(&mut st.outbox, &p, Body::Nak { syndrome: syndrome::REMOTE_INVAL_REQ_ERR });
                     return;
                 }
                 match st.mrs.check_remote(pd, *rkey, *raddr, 8, Access::REMOTE_ATOMIC) {
-                    Err(e) => self.reply(&p, Body::Nak { syndrome: remote_syndrome(e) }),
+                    Err(e) => self.reply(&mut st.outbox, &p, Body::Nak { syndrome: remote_syndrome(e) }),
                     Ok(_) => {
                         // SAFETY: 8-aligned and inside a registered region; the
                         // owner reads it with atomics (a signal or counter).
@@ -100,7 +100,7 @@ impl Inner {
                             }
                         };
                         self.counters.payload_bytes.fetch_add(8, Ordering::Relaxed);
-                        self.reply(&p, Body::AtomicResponse { old });
+                        self.reply(&mut st.outbox, &p, Body::AtomicResponse { old });
                     }
                 }
             }
