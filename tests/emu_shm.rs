@@ -234,3 +234,31 @@ fn doomed_peer() {
     std::io::stdin().read_line(&mut line).unwrap();
     panic!("doomed_peer outlived its parent's kill");
 }
+
+#[test]
+fn a_process_that_exits_without_dropping_its_nic_still_removes_the_segment() {
+    let n = name("exit");
+    let mut c = child("exiting_job", ("RUST_GIN_TEST_EXIT_FABRIC", &n));
+    let mut out = BufReader::new(c.stdout.take().unwrap());
+    expect(&mut out, "JOINED");
+    assert!(segment_exists(&n));
+    writeln!(c.stdin.as_mut().unwrap(), "exit").unwrap();
+    assert!(c.wait().unwrap().success());
+    assert!(!segment_exists(&n), "the exiting process was the last user and removed /dev/shm/{n}");
+}
+
+#[test]
+#[ignore = "started by a_process_that_exits_without_dropping_its_nic_still_removes_the_segment"]
+fn exiting_job() {
+    let n = std::env::var("RUST_GIN_TEST_EXIT_FABRIC")
+        .expect("started by a_process_that_exits_without_dropping_its_nic_still_removes_the_segment");
+    let f = Fabric::shm_open(&n, 2).unwrap();
+    let nic = EmuNic::new(&f, NicConfig::default()).unwrap();
+    say(&format!("JOINED {}\n", nic.node()));
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line).unwrap();
+    // As a process that never finalizes: nothing is dropped.
+    std::mem::forget(nic);
+    std::mem::forget(f);
+    std::process::exit(0);
+}

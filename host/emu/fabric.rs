@@ -6,7 +6,7 @@
 use super::packet::Packet;
 use super::shm::{SendError, ShmWire};
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 
 /// Something the fabric can step (a NIC), for the deterministic mode.
 pub trait Stepper: Send + Sync {
@@ -49,7 +49,8 @@ struct Node {
 
 #[derive(Default)]
 struct Threads {
-    nodes: Mutex<Vec<Option<Arc<Node>>>>,
+    /// Read on every packet, written when a NIC joins or leaves.
+    nodes: RwLock<Vec<Option<Arc<Node>>>>,
 }
 
 enum Kind {
@@ -122,7 +123,7 @@ impl Fabric {
     pub fn join(&self, nic: Weak<dyn Stepper>) -> Result<u32, WireError> {
         match &*self.0 {
             Kind::Threads(t) => {
-                let mut nodes = t.nodes.lock().unwrap_or_else(|e| e.into_inner());
+                let mut nodes = t.nodes.write().unwrap_or_else(|e| e.into_inner());
                 nodes.push(Some(Arc::new(Node { inbox: Mutex::new(VecDeque::new()), nic })));
                 Ok((nodes.len() - 1) as u32)
             }
@@ -133,7 +134,7 @@ impl Fabric {
     pub fn leave(&self, node: u32) {
         match &*self.0 {
             Kind::Threads(t) => {
-                if let Some(slot) = t.nodes.lock().unwrap_or_else(|e| e.into_inner()).get_mut(node as usize) {
+                if let Some(slot) = t.nodes.write().unwrap_or_else(|e| e.into_inner()).get_mut(node as usize) {
                     *slot = None;
                 }
             }
@@ -143,7 +144,7 @@ impl Fabric {
 
     fn node(&self, id: u32) -> Option<Arc<Node>> {
         match &*self.0 {
-            Kind::Threads(t) => t.nodes.lock().unwrap_or_else(|e| e.into_inner()).get(id as usize).cloned().flatten(),
+            Kind::Threads(t) => t.nodes.read().unwrap_or_else(|e| e.into_inner()).get(id as usize).cloned().flatten(),
             Kind::Shm(_) => None,
         }
     }
@@ -164,6 +165,29 @@ impl Fabric {
         }
     }
 
+    /// Moves up to `max` packets for `node` into `out` (one lock for an
+    /// in-process inbox). Returns how many.
+    pub fn recv_batch(&self, node: u32, out: &mut VecDeque<Packet>, max: usize) -> usize {
+        match &*self.0 {
+            Kind::Threads(_) => {
+                let Some(n) = self.node(node) else { return 0 };
+                let mut inbox = n.inbox.lock().unwrap_or_else(|e| e.into_inner());
+                let k = inbox.len().min(max);
+                out.extend(inbox.drain(..k));
+                k
+            }
+            Kind::Shm(s) => {
+                let mut k = 0;
+                while k < max {
+                    let Some(p) = s.recv(node) else { break };
+                    out.push_back(p);
+                    k += 1;
+                }
+                k
+            }
+        }
+    }
+
     /// The next packet for `node`, if any.
     pub fn recv(&self, node: u32) -> Option<Packet> {
         match &*self.0 {
@@ -178,7 +202,7 @@ impl Fabric {
         let nics: Vec<Arc<dyn Stepper>> = match &*self.0 {
             Kind::Threads(t) => t
                 .nodes
-                .lock()
+                .read()
                 .unwrap_or_else(|e| e.into_inner())
                 .iter()
                 .flatten()

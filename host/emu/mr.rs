@@ -2,7 +2,8 @@
 //! ConnectX checks them.
 
 pub use crate::provider::Access;
-use std::collections::HashMap;
+// Keys are the NIC's own small integers: a fast non-cryptographic hash.
+use rustc_hash::FxHashMap as HashMap;
 
 #[derive(Clone, Copy, Debug)]
 pub struct Region {

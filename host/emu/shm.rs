@@ -149,14 +149,19 @@ impl ShmWire {
         std::sync::atomic::fence(Ordering::Release);
         // SAFETY: as above; magic last so attachers see a complete header.
         unsafe { AtomicU64::from_ptr(base as *mut u64).store(MAGIC, Ordering::Release) };
-        Ok(ShmWire { base, size, max_nodes, name: cname, id, attach_slot: 0, send_lock: Mutex::new(()) })
+        let w = ShmWire { base, size, max_nodes, name: cname, id, attach_slot: 0, send_lock: Mutex::new(()) };
+        at_exit::track(&w);
+        Ok(w)
     }
 
     /// Maps an existing segment.
     pub fn attach(name: &str) -> std::io::Result<ShmWire> {
         let mut w = Self::map_existing(name)?;
         match claim(&w.header().attached) {
-            Some(slot) => w.attach_slot = slot as usize,
+            Some(slot) => {
+                w.attach_slot = slot as usize;
+                at_exit::track(&w);
+            }
             None => {
                 w.attach_slot = usize::MAX;
                 return Err(std::io::Error::other(format!("{MAX_NODES} mappings of this fabric exist already")));
@@ -379,21 +384,72 @@ fn map(fd: i32, size: usize) -> std::io::Result<*mut u8> {
 
 impl Drop for ShmWire {
     fn drop(&mut self) {
-        let h = self.header();
-        if let Some(slot) = h.attached.get(self.attach_slot) {
-            slot.store(0, Ordering::Release);
+        if self.attach_slot != usize::MAX {
+            at_exit::untrack(self.base);
+            // SAFETY: the mapping is still ours.
+            unsafe { detach(self.base, self.attach_slot, &self.name, self.id) };
         }
-        // The last process to leave removes the segment (a crashed one's
-        // slot counts as empty), while the name still refers to it.
-        let last = self.attach_slot != usize::MAX && !h.attached.iter().any(|p| alive(p.load(Ordering::Acquire)));
-        let name = self.name.to_string_lossy().into_owned();
-        let remove = last && names(&name, self.id);
-        // SAFETY: unmapping our own mapping; the name is the segment's.
-        unsafe {
-            libc::munmap(self.base as *mut libc::c_void, self.size);
-            if remove {
-                libc::shm_unlink(self.name.as_ptr());
-            }
+        // SAFETY: unmapping our own mapping.
+        unsafe { libc::munmap(self.base as *mut libc::c_void, self.size) };
+    }
+}
+
+/// Gives up this mapping's attach slot; the last process to leave removes
+/// the segment (a crashed one's slot counts as empty), while the name still
+/// refers to it.
+///
+/// # Safety
+/// `base` is a live mapping of a fabric segment.
+unsafe fn detach(base: *mut u8, slot: usize, name: &CString, id: (u64, u64)) {
+    // SAFETY: per the function contract, the mapping starts with a Header.
+    let h = unsafe { &*(base as *const Header) };
+    if let Some(s) = h.attached.get(slot) {
+        s.store(0, Ordering::Release);
+    }
+    let last = !h.attached.iter().any(|p| alive(p.load(Ordering::Acquire)));
+    if last && names(&name.to_string_lossy(), id) {
+        // SAFETY: the name refers to this segment.
+        unsafe { libc::shm_unlink(name.as_ptr()) };
+    }
+}
+
+/// Segments this process maps, detached at exit: a process that ends
+/// without dropping its NICs (RCCL need not finalize) still lets the last
+/// one out remove the segment.
+mod at_exit {
+    use super::{detach, ShmWire};
+    use std::ffi::CString;
+    use std::sync::{Mutex, Once};
+
+    struct Entry {
+        base: usize,
+        slot: usize,
+        name: CString,
+        id: (u64, u64),
+    }
+
+    static LIVE: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
+
+    pub(super) fn track(w: &ShmWire) {
+        static HOOK: Once = Once::new();
+        // SAFETY: registering a plain extern "C" function.
+        HOOK.call_once(|| unsafe {
+            libc::atexit(detach_all);
+        });
+        let e = Entry { base: w.base as usize, slot: w.attach_slot, name: w.name.clone(), id: w.id };
+        LIVE.lock().unwrap_or_else(|e| e.into_inner()).push(e);
+    }
+
+    pub(super) fn untrack(base: *mut u8) {
+        LIVE.lock().unwrap_or_else(|e| e.into_inner()).retain(|e| e.base != base as usize);
+    }
+
+    extern "C" fn detach_all() {
+        let live = std::mem::take(&mut *LIVE.lock().unwrap_or_else(|e| e.into_inner()));
+        for e in live {
+            // SAFETY: tracked mappings stay mapped until untracked (and
+            // mappings are never unmapped at exit).
+            unsafe { detach(e.base as *mut u8, e.slot, &e.name, e.id) };
         }
     }
 }

@@ -42,9 +42,11 @@ use super::mr::{Access, AccessError, MrTable, Region};
 use super::packet::{Body, Packet};
 use super::wqe::{self, AtomicKind, Fence, Sge, WqeOp};
 use crate::mlx5::wire::{self, cqe_opcode, syndrome, Cqe, CQE_SIZE, SEND_WQE_BB, SND_DBR, UAR_DB_OFFSET};
-use std::collections::{BTreeSet, HashMap, VecDeque};
+// QP, CQ and UAR numbers are the NIC's own small integers: a fast hash.
+use rustc_hash::FxHashMap as HashMap;
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 pub const UAR_PAGE: usize = 4096;
@@ -191,6 +193,8 @@ struct State {
     posted: VecDeque<PostedWrite>,
     /// Packets the wire could not take yet.
     outbox: Outbox,
+    /// Packets taken from the wire for this step (reused buffer).
+    inbox: VecDeque<Packet>,
     last_peer_check: Instant,
     next_qpn: u32,
     next_cqn: u32,
@@ -205,15 +209,20 @@ struct Inner {
     doorbells: Mutex<Vec<u32>>,
     /// qpn -> (UAR page, doorbell record), for doorbells, which must not
     /// wait for the state lock.
-    uar_of: Mutex<HashMap<u32, (usize, usize)>>,
+    uar_of: RwLock<HashMap<u32, (usize, usize)>>,
     counters: Counters,
-    wake: (Mutex<bool>, Condvar),
+    wake: (Mutex<()>, Condvar),
+    /// Work arrived since the polling thread last looked (set without a lock:
+    /// a doorbell or a packet costs an atomic store unless the thread sleeps).
     /// The polling thread is (about to be) blocked on `wake`: only then is a
     /// notification worth a system call.
     sleeping: AtomicBool,
+    woken: AtomicBool,
     stop: AtomicBool,
     poller: Mutex<Option<std::thread::JoinHandle<()>>>,
     trace: Mutex<Option<Vec<TraceEntry>>>,
+    /// Whether `trace` records: checked per WQE without taking its lock.
+    tracing: AtomicBool,
 }
 
 /// One executed WQE, as the optional execution trace records it.
@@ -283,25 +292,28 @@ impl EmuNic {
             node: AtomicU32::new(u32::MAX),
             state: Mutex::new(State {
                 mrs: MrTable::default(),
-                qps: HashMap::new(),
-                cqs: HashMap::new(),
-                uars: HashMap::new(),
+                qps: HashMap::default(),
+                cqs: HashMap::default(),
+                uars: HashMap::default(),
                 dirty: BTreeSet::new(),
                 posted: VecDeque::new(),
                 outbox: Outbox::default(),
+                inbox: VecDeque::new(),
                 last_peer_check: Instant::now(),
                 next_qpn: 0x100,
                 next_cqn: 0x40,
                 next_pd: 1,
             }),
             doorbells: Mutex::new(Vec::new()),
-            uar_of: Mutex::new(HashMap::new()),
+            uar_of: RwLock::new(HashMap::default()),
             counters: Counters::default(),
-            wake: (Mutex::new(false), Condvar::new()),
+            wake: (Mutex::new(()), Condvar::new()),
             sleeping: AtomicBool::new(false),
+            woken: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             poller: Mutex::new(None),
             trace: Mutex::new(None),
+            tracing: AtomicBool::new(false),
         });
         let port: Arc<dyn Stepper> = Arc::new(Port(Arc::downgrade(&inner)));
         let node = fabric.join(Arc::downgrade(&port)).map_err(|e| NicError::Wire(e.to_string()))?;
@@ -440,13 +452,13 @@ impl EmuNic {
             },
         );
         drop(st);
-        lock(&self.0.inner.uar_of).insert(qpn, (spec.uar, spec.dbrec));
+        self.0.inner.uar_of.write().unwrap_or_else(|e| e.into_inner()).insert(qpn, (spec.uar, spec.dbrec));
         Ok(qpn)
     }
 
     pub fn destroy_qp(&self, qpn: u32) -> Result<(), NicError> {
         lock(&self.0.inner.state).qps.remove(&qpn).ok_or(NicError::NoSuchQp(qpn))?;
-        lock(&self.0.inner.uar_of).remove(&qpn);
+        self.0.inner.uar_of.write().unwrap_or_else(|e| e.into_inner()).remove(&qpn);
         Ok(())
     }
 
@@ -536,10 +548,12 @@ impl EmuNic {
     /// Starts (or restarts) recording every executed WQE.
     pub fn start_trace(&self) {
         *lock(&self.0.inner.trace) = Some(Vec::new());
+        self.0.inner.tracing.store(true, Ordering::Release);
     }
 
     /// Stops recording and returns the trace.
     pub fn take_trace(&self) -> Vec<TraceEntry> {
+        self.0.inner.tracing.store(false, Ordering::Release);
         lock(&self.0.inner.trace).take().unwrap_or_default()
     }
 
@@ -581,15 +595,17 @@ fn poll_loop(weak: Weak<Inner>) {
             std::thread::yield_now();
             continue;
         }
-        // Cross-process packets do not wake us: poll again soon.
+        // Sleep until woken; cross-process packets do not wake us, so poll
+        // again soon regardless. Announce the sleep before the last look at
+        // `woken`: a waker that misses `sleeping` has set `woken` first.
         let (m, cv) = &inner.wake;
-        let mut woken = lock(m);
-        if !*woken {
-            inner.sleeping.store(true, Ordering::Release);
-            woken = cv.wait_timeout(woken, Duration::from_micros(50)).map(|r| r.0).unwrap_or_else(|e| e.into_inner().0);
-            inner.sleeping.store(false, Ordering::Release);
+        let g = lock(m);
+        inner.sleeping.store(true, Ordering::SeqCst);
+        if !inner.woken.swap(false, Ordering::SeqCst) {
+            let _ = cv.wait_timeout(g, Duration::from_micros(50));
         }
-        *woken = false;
+        inner.sleeping.store(false, Ordering::SeqCst);
+        inner.woken.store(false, Ordering::Relaxed);
         idle = 0;
     }
 }
@@ -600,10 +616,10 @@ impl Inner {
     }
 
     fn wake(&self) {
-        let (m, cv) = &self.wake;
-        let mut w = lock(m);
-        *w = true;
-        if self.sleeping.load(Ordering::Acquire) {
+        self.woken.store(true, Ordering::SeqCst);
+        if self.sleeping.load(Ordering::SeqCst) {
+            let (m, cv) = &self.wake;
+            let _g = lock(m);
             cv.notify_one();
         }
     }

@@ -9,7 +9,7 @@ impl Inner {
         let page = addr & !(UAR_PAGE - 1);
         let (qpn, pi) = wire::parse_doorbell(value);
         let ok_offset = DB_REG_RANGE.contains(&(addr - page));
-        let owner = lock(&self.uar_of).get(&qpn).copied();
+        let owner = self.uar_of.read().unwrap_or_else(|e| e.into_inner()).get(&qpn).copied();
         let Some((_, dbrec)) = owner.filter(|(uar, _)| ok_offset && *uar == page) else {
             self.counters.doorbells_misdirected.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(qpn, addr, "emulated NIC: doorbell for a QP that does not own this UAR register; ignored");
@@ -35,8 +35,9 @@ impl Inner {
             st.dirty.insert(qpn);
             progress = true;
         }
-        for _ in 0..1024 {
-            let Some(p) = self.fabric.recv(self.node()) else { break };
+        let mut inbox = std::mem::take(&mut st.inbox);
+        self.fabric.recv_batch(self.node(), &mut inbox, 1024);
+        while let Some(p) = inbox.pop_front() {
             progress = true;
             if p.body.is_request() {
                 self.respond(&mut st, p);
@@ -44,6 +45,7 @@ impl Inner {
                 self.on_response(&mut st, p);
             }
         }
+        st.inbox = inbox; // keeps its capacity for the next step
         progress |= self.flush_outbox(&mut st);
         progress |= self.check_peers(&mut st);
         let dirty: Vec<u32> = std::mem::take(&mut st.dirty).into_iter().collect();
@@ -140,18 +142,24 @@ impl Inner {
             let slot = ((start + k) & (cnt - 1)) as usize;
             // SAFETY: the slot lies inside the send queue the creator keeps
             // valid (create_qp's contract); the producer published it.
-            v.extend(unsafe { dma_read((qp.spec.sq_buf + slot * SEND_WQE_BB) as u64, SEND_WQE_BB) });
+            unsafe { dma_read_into(&mut v, (qp.spec.sq_buf + slot * SEND_WQE_BB) as u64, SEND_WQE_BB) };
         }
         v
     }
 
-    pub(super) fn execute(&self, st: &mut State, qpn: u32, index: u16, signaled: bool, opcode: u8, op: WqeOp) {
+    fn record_trace(&self, qpn: u32, index: u16, opcode: u8, op: &WqeOp) {
+        let raddr = match op {
+            WqeOp::Nop | WqeOp::Dump { .. } => 0,
+            WqeOp::Write { raddr, .. } | WqeOp::Read { raddr, .. } | WqeOp::Atomic { raddr, .. } => *raddr,
+        };
         if let Some(t) = lock(&self.trace).as_mut() {
-            let raddr = match &op {
-                WqeOp::Nop | WqeOp::Dump { .. } => 0,
-                WqeOp::Write { raddr, .. } | WqeOp::Read { raddr, .. } | WqeOp::Atomic { raddr, .. } => *raddr,
-            };
             t.push(TraceEntry { qpn, index, opcode, raddr });
+        }
+    }
+
+    pub(super) fn execute(&self, st: &mut State, qpn: u32, index: u16, signaled: bool, opcode: u8, op: WqeOp) {
+        if self.tracing.load(Ordering::Relaxed) {
+            self.record_trace(qpn, index, opcode, &op);
         }
         let qp = st.qps.get(&qpn).expect("qp");
         let pd = qp.spec.pd;
@@ -178,8 +186,14 @@ impl Inner {
             WqeOp::Write { raddr, rkey, gather, inline, imm } => check_local(&st.mrs, &gather, false).map(|()| {
                 let data = match inline {
                     Some(d) => d,
-                    // SAFETY: every gather entry was checked against a registered region.
-                    None => gather.iter().flat_map(|s| unsafe { dma_read(s.addr, s.len as usize) }).collect(),
+                    None => {
+                        let mut d = Vec::with_capacity(gather.iter().map(|s| s.len as usize).sum());
+                        for s in &gather {
+                            // SAFETY: every gather entry was checked against a registered region.
+                            unsafe { dma_read_into(&mut d, s.addr, s.len as usize) };
+                        }
+                        d
+                    }
                 };
                 self.counters.writes.fetch_add(1, Ordering::Relaxed);
                 self.counters.payload_bytes.fetch_add(data.len() as u64, Ordering::Relaxed);
@@ -199,8 +213,6 @@ impl Inner {
             }
         };
         let qp = st.qps.get_mut(&qpn).expect("qp");
-        let msg = qp.next_msg;
-        qp.next_msg += 1;
         match outcome {
             Err(synd) => {
                 push_done(qp, index, signaled, opcode, Status::Err(synd));
@@ -208,6 +220,9 @@ impl Inner {
             }
             Ok((Await::None, _)) => push_done(qp, index, signaled, opcode, Status::Ok { byte_cnt: 0 }),
             Ok((awaits, Some(body))) => {
+                // One number per inflight entry, consecutive (on_response).
+                let msg = qp.next_msg;
+                qp.next_msg += 1;
                 qp.inflight.push_back(Inflight { msg, index, signaled, opcode, awaits, status: Status::Pending });
                 let (node, rqpn) = remote.expect("RTS QP has a remote");
                 if let Err(e) = self.send_message(&mut st.outbox, qpn, node, rqpn, msg, body) {
@@ -253,7 +268,10 @@ impl Inner {
             self.counters.packets_dropped.fetch_add(1, Ordering::Relaxed);
             return;
         };
-        let Some(pos) = qp.inflight.iter().position(|e| e.msg == p.msg) else {
+        // Messages enter `inflight` in msg order (one number per WQE) and
+        // leave from the front, so the reply's entry is found by subtraction.
+        let pos = qp.inflight.front().and_then(|f| p.msg.checked_sub(f.msg)).map(|d| d as usize);
+        let Some(pos) = pos.filter(|&i| qp.inflight.get(i).is_some_and(|e| e.msg == p.msg)) else {
             self.counters.packets_dropped.fetch_add(1, Ordering::Relaxed);
             return;
         };

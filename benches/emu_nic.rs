@@ -1,0 +1,109 @@
+//! Criterion benchmarks of the emulated NIC itself (emulated figures: host
+//! threads, not hardware), stepped deterministically on the bench thread so
+//! that only the NIC's own work is timed: 8-byte WRITEs consumed, 64 KiB
+//! puts moved, and the cost of one doorbell. Command:
+//! `cargo bench --bench emu_nic`.
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use rccl_rust_gin::abi::{rust_gin_mlx5_request, RUST_GIN_REQ_INLINE};
+use rccl_rust_gin::emu::{Access, EmuNic, EmuQp, Fabric, NicConfig, Region};
+use rccl_rust_gin::gpu::{Allocator, GpuBuf, HostMemory, Object, RingHome};
+use rccl_rust_gin::mlx5::queue::QueueMem;
+use rccl_rust_gin::mlx5::sq::{new_error_record, SendQueue};
+use rccl_rust_gin::mlx5::wire::opcode;
+
+struct Bed {
+    fabric: Fabric,
+    _nic: EmuNic,
+    buf: GpuBuf,
+    mr: Region,
+    sq: SendQueue,
+    _qp: EmuQp,
+    _err: GpuBuf,
+}
+
+/// One NIC, a loopback QP of 2^log_depth WQEBBs and a registered buffer.
+fn bed(log_depth: u32, bytes: usize) -> Bed {
+    let fabric = Fabric::threads();
+    let nic = EmuNic::new(&fabric, NicConfig::default()).unwrap();
+    let pd = nic.alloc_pd();
+    let buf = HostMemory.alloc(bytes, 4096, Object::WindowData).unwrap();
+    // SAFETY: buf outlives the registration (Bed drops the NIC first... and
+    // the NIC never touches it after the last step).
+    let mr = unsafe { nic.reg_mr(pd, buf.host_addr().unwrap(), bytes, Access::all()) }.unwrap();
+    let qp = EmuQp::create(&nic, pd, QueueMem::new(&HostMemory, log_depth, RingHome::Host).unwrap()).unwrap();
+    qp.connect(nic.node(), qp.qpn).unwrap();
+    let err = new_error_record(&HostMemory).unwrap();
+    let sq = SendQueue::new(&HostMemory, &qp.descriptor(0, err.dev_addr(), 60_000_000_000)).unwrap();
+    Bed { fabric, _nic: nic, buf, mr, sq, _qp: qp, _err: err }
+}
+
+/// Posts `reqs` (deferred, one doorbell), then times the NIC consuming them.
+fn consume(b: &Bed, reqs: &[rust_gin_mlx5_request]) -> std::time::Duration {
+    b.sq.post_deferred(reqs).unwrap();
+    b.sq.ring();
+    let t = std::time::Instant::now();
+    b.fabric.step_until_idle();
+    let d = t.elapsed();
+    b.sq.poll().unwrap();
+    d
+}
+
+fn timed(iters: u64, mut one: impl FnMut() -> std::time::Duration) -> std::time::Duration {
+    (0..iters).map(|_| one()).sum()
+}
+
+fn emu_nic(c: &mut Criterion) {
+    let mut g = c.benchmark_group("emu_nic");
+
+    // 8-byte inline WRITEs, a quarter of a 4096-deep queue per round (the
+    // last one signalled, so credit returns).
+    let b = bed(12, 1 << 16);
+    let n = 1024;
+    let mut reqs: Vec<_> = (0..n as u64)
+        .map(|i| rust_gin_mlx5_request {
+            opcode: opcode::RDMA_WRITE,
+            flags: RUST_GIN_REQ_INLINE as u8,
+            length: 8,
+            rkey: b.mr.rkey,
+            raddr: b.buf.dev_addr() + 8 * i,
+            operand0: i,
+            ..Default::default()
+        })
+        .collect();
+    reqs.last_mut().unwrap().flags |= rccl_rust_gin::abi::RUST_GIN_REQ_SIGNALED as u8;
+    g.throughput(Throughput::Elements(n));
+    g.bench_function("writes_8b_consumed", |bn| bn.iter_custom(|iters| timed(iters, || consume(&b, &reqs))));
+
+    // 64 KiB puts, 16 per round.
+    let b = bed(8, 2 << 20);
+    let mut reqs: Vec<_> = (0..16u64)
+        .map(|i| rust_gin_mlx5_request {
+            opcode: opcode::RDMA_WRITE,
+            length: 65536,
+            lkey: b.mr.lkey,
+            rkey: b.mr.rkey,
+            laddr: b.buf.dev_addr() + 65536 * i,
+            raddr: b.buf.dev_addr() + (1 << 20) + 65536 * i,
+            ..Default::default()
+        })
+        .collect();
+    reqs.last_mut().unwrap().flags |= rccl_rust_gin::abi::RUST_GIN_REQ_SIGNALED as u8;
+    g.throughput(Throughput::Bytes(16 * 65536));
+    g.bench_function("puts_64k_moved", |bn| bn.iter_custom(|iters| timed(iters, || consume(&b, &reqs))));
+
+    // One doorbell naming nothing new: what the NIC pays to hear it.
+    let b = bed(6, 4096);
+    let d = b.sq.descriptor();
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("doorbell", |bn| {
+        bn.iter(|| {
+            // SAFETY: the bed's queue is live.
+            unsafe { rccl_rust_gin::device::ring_by_hand(&d, 0, 0) }
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, emu_nic);
+criterion_main!(benches);
