@@ -14,4 +14,12 @@ impl rust_gin_mlx5_sq {
         self.flush_lkey = lkey;
         self
     }
+
+    /// Completion counters (abi/mlx5_queue.h): the queue's log of counted
+    /// puts (u32 per WQEBB) and its context's counters.
+    pub fn with_counters(mut self, log: u64, counters: u64) -> Self {
+        self.counter_log = log;
+        self.counters = counters;
+        self
+    }
 }

@@ -94,6 +94,8 @@ fn placements_match_the_documented_table_and_every_allocation_names_its_object()
     each(Object::SignalOffsets, n, nctx * nsig * 8);
     each(Object::Counters, n, nctx * ncnt * 8);
     each(Object::Sink, n, 64);
+    each(Object::CounterLog, n, n * nctx * 4 * depth);
+    each(Object::CountedPeers, n, nctx * n.div_ceil(64) * 8);
     each(Object::WindowDescriptor, n, size_of::<rust_gin_window>());
     each(Object::WindowPeers, n, n * size_of::<rust_gin_window_peer>());
     // Per queue pair, with the default queue placement (host).
@@ -104,7 +106,7 @@ fn placements_match_the_documented_table_and_every_allocation_names_its_object()
     // The window's memory is the test's (RCCL's, in production).
     each(Object::WindowData, n, 1 << 16);
     // Nothing else, and each with the placement the docs give its object.
-    let accounted = 11 * n + 4 * qps; // the 11 per-rank kinds above, 4 per queue pair
+    let accounted = 13 * n + 4 * qps; // the 13 per-rank kinds above, 4 per queue pair
     assert_eq!(seen.len(), accounted, "unaccounted allocations: {seen:?}");
     for a in &seen {
         assert_eq!(format!("{:?}", a.placement), doc[&format!("{:?}", a.object)], "{a:?}");

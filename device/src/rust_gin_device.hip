@@ -108,7 +108,7 @@ RG_EXTERN_C RG_DEV int rust_gin_put(const void* handle, uint32_t context, uint32
       w.laddr = src->local_base + src_off + done_bytes;
       w.raddr = remote(dst_window, peer).base + dst_off + done_bytes;
       w.rkey = remote(dst_window, peer).rkey;
-      if ((s = post(x, peer, w, w, 1, flags & ~RUST_GIN_FLAG_AGGREGATE, false))) break;
+      if ((s = post(x, peer, w, w, 1, flags & ~RUST_GIN_FLAG_AGGREGATE, 0))) break;
       done_bytes += kMaxChunk;
     }
   }
@@ -124,18 +124,18 @@ RG_EXTERN_C RG_DEV int rust_gin_put(const void* handle, uint32_t context, uint32
   }
   // The signal rides the same queue behind the data: the responder executes
   // it after the writes, so the signal is seen only after the data.
+  // A counter advances when the put's last WQE completed (credited by a
+  // poller of the queue): the lane does not wait for it.
+  const uint32_t counter_tag = has_counter ? counter_id + 1 : 0;
   if (bytes && has_signal) {
-    s = post(x, peer, w, sig, 2, flags, has_counter != 0);
+    s = post(x, peer, w, sig, 2, flags, counter_tag);
   } else if (bytes || has_signal) {
-    s = post(x, peer, bytes ? w : sig, sig, 1, flags, has_counter != 0);
-  } else {
-    s = RUST_GIN_OK;  // a zero-byte put without a signal moves nothing: complete at once
-  }
-  if (s) return s;
-  if (has_counter) {
+    s = post(x, peer, bytes ? w : sig, sig, 1, flags, counter_tag);
+  } else if (has_counter) {
+    // A zero-byte put without a signal moves nothing: complete at once.
     atomic_fetch_add(word<uint64_t>(x.c->counters, counter_id), uint64_t{1}, __ATOMIC_RELEASE, Scope::agent);
   }
-  return RUST_GIN_OK;
+  return s;
 }
 
 RG_EXTERN_C RG_DEV int rust_gin_put_value(const void* handle, uint32_t context, uint32_t peer,
@@ -162,7 +162,7 @@ RG_EXTERN_C RG_DEV int rust_gin_put_value(const void* handle, uint32_t context, 
     n = 2;
   }
   if (flags & RUST_GIN_FLAG_RELEASE_SYSTEM) fence_release_system();
-  return post(x, peer, w, sig, n, flags, false);
+  return post(x, peer, w, sig, n, flags, 0);
 }
 
 RG_EXTERN_C RG_DEV int rust_gin_signal_peer(const void* handle, uint32_t context, uint32_t peer,
@@ -175,7 +175,7 @@ RG_EXTERN_C RG_DEV int rust_gin_signal_peer(const void* handle, uint32_t context
   Request r;
   if ((s = signal_request(x, peer, signal, &r))) return s;
   if (flags & RUST_GIN_FLAG_RELEASE_SYSTEM) fence_release_system();
-  return post(x, peer, r, r, 1, flags, false);
+  return post(x, peer, r, r, 1, flags, 0);
 }
 
 RG_EXTERN_C RG_DEV int rust_gin_get(const void* handle, uint32_t context, uint32_t peer, const void* remote_window,
@@ -202,7 +202,7 @@ RG_EXTERN_C RG_DEV int rust_gin_get(const void* handle, uint32_t context, uint32
     r.raddr = remote(remote_window, peer).base + remote_off + off;
     r.rkey = remote(remote_window, peer).rkey;
     const bool last = off + len >= bytes;
-    if ((s = post(x, peer, r, r, 1, last ? flags : flags & ~RUST_GIN_FLAG_AGGREGATE, false))) return s;
+    if ((s = post(x, peer, r, r, 1, last ? flags : flags & ~RUST_GIN_FLAG_AGGREGATE, 0))) return s;
   }
   return RUST_GIN_OK;
 }
@@ -327,8 +327,15 @@ RG_EXTERN_C RG_DEV uint64_t* rust_gin_counter_ptr(const void* handle, uint32_t c
 }
 
 RG_EXTERN_C RG_DEV uint64_t rust_gin_counter_read(const void* handle, uint32_t context, uint32_t id) {
-  const uint64_t* p = rust_gin_counter_ptr(handle, context, id);
-  return p ? atomic_load(p, __ATOMIC_ACQUIRE, Scope::agent) : 0;
+  Ctx x;
+  if (resolve(handle, context, &x)) return 0;
+  if (id >= x.c->n_counters) {
+    invalid(x.err, x.h->rank, RUST_GIN_ARG_COUNTER, id, x.c->n_counters);
+    return 0;
+  }
+  // Counters advance when their queues are polled: a reader polls them.
+  progress_counters(x);
+  return atomic_load(word<uint64_t>(x.c->counters, id), __ATOMIC_ACQUIRE, Scope::agent);
 }
 
 RG_EXTERN_C RG_DEV int rust_gin_counter_wait(const void* handle, uint32_t context, uint32_t id, uint64_t least,
@@ -339,7 +346,7 @@ RG_EXTERN_C RG_DEV int rust_gin_counter_wait(const void* handle, uint32_t contex
   if (s) return s;
   if (id >= x.c->n_counters) return invalid(x.err, x.h->rank, RUST_GIN_ARG_COUNTER, id, x.c->n_counters);
   return wait_word(x, word<uint64_t>(x.c->counters, id), nullptr, least, RUST_GIN_WAIT_COUNTER, id, abort_flag,
-                   timeout_cycles);
+                   timeout_cycles, true);
 }
 
 RG_EXTERN_C RG_DEV void rust_gin_counter_reset(const void* handle, uint32_t context, uint32_t id) {

@@ -161,6 +161,8 @@ pub struct GinContext {
     _offsets: GpuBuf,
     counters: GpuBuf,
     _sink: GpuBuf,
+    _counter_log: GpuBuf,
+    _counted_peers: GpuBuf,
     /// What RCCL gets from createContext; it reads it, so it is real memory.
     pub dev_handle: Box<NcclNetDeviceHandle>,
     /// Errors already reported through queryLastError.
@@ -215,6 +217,19 @@ impl GinContext {
         }
         let qps = mesh.qps;
         let qp = |c: u32, p: u32| &qps[(c * nranks + p) as usize];
+        // Per queue, one u32 per WQEBB naming the counter of the put whose
+        // last WQE sits there; per context, a bit per peer with counted puts
+        // outstanding (abi/mlx5_queue.h, abi/gin.h).
+        let log_bytes = |q: &dyn QueuePair| 4usize << q.memory().log_wqe_cnt;
+        let counter_log = alloc.alloc(qps.iter().map(|q| log_bytes(q.as_ref())).sum(), 64, Object::CounterLog)?;
+        let bitmap_words = (nranks as usize).div_ceil(64);
+        let counted_peers = alloc.alloc(8 * bitmap_words * nctx as usize, 64, Object::CountedPeers)?;
+        let mut log_at = Vec::with_capacity(qps.len());
+        let mut next = counter_log.dev_addr();
+        for q in &qps {
+            log_at.push(next);
+            next += log_bytes(q.as_ref()) as u64;
+        }
 
         let timeout_ns = cfg.timeout_ns();
         let peers = alloc.alloc(std::mem::size_of::<rust_gin_peer>() * (nctx * nranks) as usize, 64, Object::Peers)?;
@@ -225,7 +240,11 @@ impl GinContext {
                 let d = rust_gin_peer {
                     sq: qp(c, p)
                         .descriptor(p, error.dev_addr(), timeout_ns)
-                        .with_read_flush(sink.dev_addr() + crate::mlx5::queue::SINK_FLUSH_BYTE, sink_mr.lkey()),
+                        .with_read_flush(sink.dev_addr() + crate::mlx5::queue::SINK_FLUSH_BYTE, sink_mr.lkey())
+                        .with_counters(
+                            log_at[(c * nranks + p) as usize],
+                            counters.dev_addr() + (c as usize * u64s(settings.n_counters)) as u64,
+                        ),
                     signal_raddr: base + 8 * (c as u64) * settings.n_signals.max(1) as u64,
                     signal_rkey: rkey,
                     reserved: 0,
@@ -242,6 +261,7 @@ impl GinContext {
                 n_signals: settings.n_signals,
                 n_counters: settings.n_counters,
                 reserved: 0,
+                counted_peers: counted_peers.dev_addr() + (8 * bitmap_words * c as usize) as u64,
             };
             contexts.write_pod(std::mem::size_of::<rust_gin_context>() * c as usize, &ctx);
         }
@@ -280,6 +300,8 @@ impl GinContext {
             _offsets: offsets,
             counters,
             _sink: sink,
+            _counter_log: counter_log,
+            _counted_peers: counted_peers,
             dev_handle,
             reported: AtomicU64::new(0),
             progress_lock: Mutex::new(()),

@@ -53,6 +53,10 @@ pub enum Object {
     /// Signal offsets (moved by resets) and completion counters: kernels only.
     SignalOffsets,
     Counters,
+    /// Per queue, which counter each counted put's last WQE advances, and
+    /// per context the peers with counted puts outstanding: kernels only.
+    CounterLog,
+    CountedPeers,
     /// The sticky error record: kernels write it, the host's queryLastError
     /// reads it while they run.
     ErrorRecord,
@@ -74,7 +78,7 @@ pub enum Object {
 
 impl Object {
     /// Every object, each ring in both homes (for the placement table's test).
-    pub const ALL: [Object; 19] = [
+    pub const ALL: [Object; 21] = [
         Object::Handle,
         Object::Contexts,
         Object::Peers,
@@ -84,6 +88,8 @@ impl Object {
         Object::QueueState,
         Object::SignalOffsets,
         Object::Counters,
+        Object::CounterLog,
+        Object::CountedPeers,
         Object::ErrorRecord,
         Object::Signals,
         Object::Sink,
@@ -107,7 +113,11 @@ impl Object {
             | Object::WindowPeers => Placement::Device,
             // Touched by kernels only, with agent-scope atomics, which keep
             // coarse-grained memory coherent between CUs (and XCDs).
-            Object::QueueState | Object::SignalOffsets | Object::Counters => Placement::Device,
+            Object::QueueState
+            | Object::SignalOffsets
+            | Object::Counters
+            | Object::CounterLog
+            | Object::CountedPeers => Placement::Device,
             // The host reads it while kernels run.
             Object::ErrorRecord => Placement::DeviceFine,
             // A NIC writes, kernels poll: a cached copy would never change.

@@ -93,6 +93,8 @@ impl QueueMem {
             flush_lkey: 0,
             reserved: 0,
             host_doorbell,
+            counter_log: 0,
+            counters: 0,
         }
     }
 

@@ -30,9 +30,11 @@
 #include "rust_gin/port/port.h"
 
 /* Put `bytes` from src_window+src_off to peer's dst_window+dst_off, then the
- * optional signal (seen at the peer only after the data), then, if
- * has_counter, increment local counter `counter_id` once the put has
- * completed locally. bytes may be 0 (signal only, as RCCL's VA signals). */
+ * optional signal (seen at the peer only after the data). With has_counter,
+ * local counter `counter_id` advances once the put has completed locally;
+ * the call returns after posting, and whoever polls the queue (a counter read
+ * or wait, a flush) credits the counter. bytes may be 0 (signal only, as
+ * RCCL's VA signals). */
 RG_EXTERN_C RG_DEV int rust_gin_put(const void* handle, uint32_t context, uint32_t peer, const void* dst_window,
                                     uint64_t dst_off, const void* src_window, uint64_t src_off, uint64_t bytes,
                                     rust_gin_signal signal, uint32_t has_counter, uint32_t counter_id, uint32_t flags);
@@ -78,7 +80,10 @@ RG_EXTERN_C RG_DEV void rust_gin_signal_reset(const void* handle, uint32_t conte
 /* Resets a VA signal: the local 64-bit word at window+offset. */
 RG_EXTERN_C RG_DEV void rust_gin_va_signal_reset(const void* window, uint64_t offset);
 
-/* Counters: local, incremented once a put that names them completed locally. */
+/* Counters: local, incremented once a put that names them completed locally.
+ * Reads and waits poll the queues of counted puts, so they advance without
+ * any lane having waited for the put. counter_ptr is the raw word: it
+ * advances only when something polls. */
 RG_EXTERN_C RG_DEV uint64_t* rust_gin_counter_ptr(const void* handle, uint32_t context, uint32_t id);
 RG_EXTERN_C RG_DEV uint64_t rust_gin_counter_read(const void* handle, uint32_t context, uint32_t id);
 RG_EXTERN_C RG_DEV int rust_gin_counter_wait(const void* handle, uint32_t context, uint32_t id, uint64_t least,

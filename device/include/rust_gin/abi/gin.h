@@ -74,6 +74,9 @@ typedef struct rust_gin_context {
   uint32_t n_signals;
   uint32_t n_counters;
   uint32_t reserved;
+  /* uint64_t[(nranks + 63) / 64]: peers whose queues hold counted puts not
+   * yet credited (counter reads and waits poll those queues). */
+  uint64_t counted_peers;
 } rust_gin_context;
 
 /* What createContext returns as ncclNetDeviceHandle.handle. */

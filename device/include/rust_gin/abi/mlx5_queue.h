@@ -35,6 +35,12 @@ typedef struct rust_gin_mlx5_sq {
    * NIC (its provider's MMIO or the emulated NIC); 0 where only GPU code
    * posts. Never read on the GPU. */
   uint64_t host_doorbell;
+  /* Completion counters (0: none): counter_log is uint32_t[2^log_wqe_cnt],
+   * 1 + the counter id of the put whose last WQE sits at that index (0:
+   * none), written before the put is published; once that WQE completed
+   * without error, a counter read or wait adds 1 to counters[id]. */
+  uint64_t counter_log;
+  uint64_t counters;
 } rust_gin_mlx5_sq;
 
 /* Producer and consumer counters, all in WQEBBs and all 64-bit so they never
@@ -53,7 +59,10 @@ typedef struct rust_gin_mlx5_sq_state {
   uint64_t doorbells;     /* doorbells rung (statistics) */
   uint64_t read_end;      /* end of the newest published batch holding a READ */
   uint64_t dump_end;      /* 1 + index of the newest DUMP (flush after READs) */
-  uint64_t reserved1[4];
+  uint64_t counted_end;   /* 1 + index of the newest WQE with a counter_log entry */
+  uint64_t credited;      /* counter_log entries below this have been credited */
+  uint64_t failed_end;    /* 1 + index of the first WQE that completed in error; 0: none */
+  uint64_t reserved1[1];
 } rust_gin_mlx5_sq_state;
 
 /* One operation for a send queue: everything its WQE needs except the WQE

@@ -102,36 +102,70 @@ RG_INLINE T* word(uint64_t base, uint32_t i) {
 }
 
 // Posts r0 (and r1 when n == 2) for one lane, honouring the aggregation
-// flag; with `wait_local`, waits until the last of them completed locally.
-RG_INLINE int post(const Ctx& x, uint32_t peer, Request r0, Request r1, uint32_t n, uint32_t flags, bool wait_local) {
+// flag. With a counter tag (1 + a counter id) the lane's last request asks
+// for a CQE and the counter advances once it completed, credited by whoever
+// polls the queue (cq.h); no lane waits for it here: counter reads and waits
+// poll the queues with counted puts (progress_counters).
+RG_INLINE int post(const Ctx& x, uint32_t peer, Request r0, Request r1, uint32_t n, uint32_t flags,
+                   uint32_t counter_tag) {
   const rust_gin_mlx5_sq* q = &peer_of(x, peer)->sq;
   uint64_t last = 0;
-  if (wait_local) (n == 2 ? r1 : r0).flags |= mlx5::REQ_SIGNALED;
-  const int s = (flags & RUST_GIN_FLAG_AGGREGATE) && !wait_local
-                    ? post_lane<RingPolicy::defer>(q, r0, r1, n, &last)
-                    : post_lane<RingPolicy::now>(q, r0, r1, n, &last);
-  int w = s;
-  {
-    wave::Region r(wait_local && !s);
-    if (r) {
-      SendQueue sq(q);
-      Bound bound(sq.timeout_ns());
-      w = sq.wait_done(last + 1, RUST_GIN_WAIT_FLUSH, bound);
+  if (counter_tag) (n == 2 ? r1 : r0).flags |= mlx5::REQ_SIGNALED;
+  const int s = (flags & RUST_GIN_FLAG_AGGREGATE) ? post_lane<RingPolicy::defer>(q, r0, r1, n, &last, counter_tag)
+                                                  : post_lane<RingPolicy::now>(q, r0, r1, n, &last, counter_tag);
+  // After the post, which raised the queue's counted_end: a counter wait
+  // that clears the bit looks at counted_end again (progress_counters).
+  if (!s && counter_tag) {
+    atomic_fetch_or(word<uint64_t>(x.c->counted_peers, peer / 64), uint64_t{1} << (peer % 64), __ATOMIC_RELAXED,
+                    Scope::agent);
+  }
+  return s;
+}
+
+// Credits the counters of completed counted puts: rings and polls every
+// queue of the context that holds counted puts, and forgets the queues with
+// none left. QP_FAILED when such a queue failed: a counted put on it may
+// never count, so no counter wait of the context can be trusted to end.
+RG_INLINE int progress_counters(const Ctx& x) {
+  const uint32_t words = (x.h->nranks + 63) / 64;
+  int status = RUST_GIN_OK;
+  for (uint32_t w = 0; w < words; ++w) {
+    uint64_t* bits = word<uint64_t>(x.c->counted_peers, w);
+    uint64_t m = atomic_load(bits, __ATOMIC_RELAXED, Scope::agent);
+    while (m) {
+      const uint32_t b = __builtin_ctzll(m);
+      m &= m - 1;
+      SendQueue sq(&peer_of(x, w * 64 + b)->sq);
+      if (sq.unrung()) sq.ring();
+      sq.poll();
+      sq.credit_counters();
+      if (sq.failed()) {
+        // Its counted puts from the failure on never count: the bit stays,
+        // so every later wait learns it too.
+        status = RUST_GIN_ERR_QP_FAILED;
+      } else if (!sq.counted_pending()) {
+        atomic_fetch_and(bits, ~(uint64_t{1} << b), __ATOMIC_RELAXED, Scope::agent);
+        // A put counted meanwhile raised counted_end before setting the bit.
+        if (sq.counted_pending()) atomic_fetch_or(bits, uint64_t{1} << b, __ATOMIC_RELAXED, Scope::agent);
+      }
     }
   }
-  return w;
+  return status;
 }
 
 // Rolling comparison as RCCL's waits use it: `v` has reached `least`.
 RG_INLINE bool reached(uint64_t v, uint64_t least) { return static_cast<int64_t>(v - least) >= 0; }
 
+// With `counter`, each turn polls the queues whose completions advance
+// counters (progress_counters) and fails when one of them failed.
 RG_INLINE int wait_word(const Ctx& x, const uint64_t* w, const uint64_t* offset, uint64_t least, uint8_t what,
-                        uint32_t id, const uint32_t* abort_flag, uint64_t timeout_cycles) {
+                        uint32_t id, const uint32_t* abort_flag, uint64_t timeout_cycles, bool counter = false) {
   Bound bound(x.h->timeout_ns, abort_flag, timeout_cycles);
   return wave::spin([&] {
     const uint64_t v = atomic_load(w, __ATOMIC_ACQUIRE, Scope::system) -
                        (offset ? atomic_load(offset, __ATOMIC_RELAXED, Scope::agent) : 0);
     if (reached(v, least)) return static_cast<int>(RUST_GIN_OK);
+    if (counter && progress_counters(x)) return static_cast<int>(RUST_GIN_ERR_QP_FAILED);
     const int b = bound.check();
     if (b == RUST_GIN_ERR_ABORTED) return b;
     if (b) {

@@ -51,7 +51,7 @@ class CompletionQueue {
       const uint16_t wqe_counter = bswap16(static_cast<uint16_t>(tail));
       const uint8_t opcode = cqe_opcode(op_own);
       if (opcode == CQE_REQ_ERR || opcode == CQE_RESP_ERR) {
-        on_error_cqe(cqe, wqe_counter);
+        on_error_cqe(cqe, wqe_counter, extend_done(done, wqe_counter));
         status = RUST_GIN_ERR_CQE;
       }
       done = extend_done(done, wqe_counter);
@@ -72,7 +72,8 @@ class CompletionQueue {
   }
 
  private:
-  RG_INLINE void on_error_cqe(const uint8_t* cqe, uint16_t wqe_counter) {
+  // `end` is 1 + the failed WQE's index.
+  RG_INLINE void on_error_cqe(const uint8_t* cqe, uint16_t wqe_counter, uint64_t end) {
     const uint32_t synd_word =
         atomic_load(reinterpret_cast<const uint32_t*>(cqe + 52), __ATOMIC_RELAXED, Scope::system);
     const uint32_t opcode_qpn =
@@ -87,6 +88,9 @@ class CompletionQueue {
     e.wqe_opcode = static_cast<uint8_t>(opcode_qpn >> 24);
     // The first error CQE is the cause; flush errors that follow only count.
     record_error(reinterpret_cast<rust_gin_error*>(rd(d_->error)), e);
+    // The first failed WQE: counted puts from there on never advance.
+    uint64_t none = 0;
+    atomic_cas(&st_->failed_end, &none, end, __ATOMIC_RELAXED, Scope::agent);
     atomic_exchange(&st_->failed, 1u, __ATOMIC_RELAXED, Scope::agent);
   }
 

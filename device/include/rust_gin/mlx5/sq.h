@@ -69,20 +69,25 @@ class SendQueue {
     // that skip a loop wait at its end on hardware, and must in lockstep.
     const uint64_t need = base + n > depth() ? base + n - depth() : 0;
     return wave::spin([&] {
-      if (!need || atomic_load(&st_->done, __ATOMIC_ACQUIRE, Scope::agent) >= need) {
-        return static_cast<int>(RUST_GIN_OK);
-      }
+      if (!need || reusable() >= need) return static_cast<int>(RUST_GIN_OK);
       if (failed()) return static_cast<int>(RUST_GIN_ERR_QP_FAILED);
 #if !defined(RUST_GIN_HAZARD_CREDIT_WAIT_WITHOUT_RING)
       if (unrung()) ring();
 #endif
       cq_.poll();
-      const uint64_t done = atomic_load(&st_->done, __ATOMIC_ACQUIRE, Scope::agent);
+      credit_counters();
+      const uint64_t done = reusable();
       if (done >= need) return static_cast<int>(RUST_GIN_OK);
       const int b = bound.check();
       if (b) return fail_wait(b, RUST_GIN_WAIT_SQ_CREDIT, need, done);
       return wave::kSpinAgain;
     });
+  }
+
+  // WQEBBs below this may be written again: completed and, where counters
+  // are kept, credited (a slot's counter_log entry must be read first).
+  RG_INLINE uint64_t reusable() const {
+    return atomic_load(rd(d_->counter_log) ? &st_->credited : &st_->done, __ATOMIC_ACQUIRE, Scope::agent);
   }
 
   // Published WQEs the doorbell has not announced yet.
@@ -105,6 +110,43 @@ class SendQueue {
   // (by this lane, or by the wave's leader after this wave's stores) orders it.
   RG_INLINE void note_read(uint64_t index) {
     atomic_fetch_max(&st_->read_end, index + 1, __ATOMIC_RELAXED, Scope::agent);
+  }
+
+  // The put whose last WQE sits at `index` names counter `tag - 1`: whoever
+  // polls the CQ credits it once that WQE completed (cq.h). Before the
+  // publish, as note_read.
+  RG_INLINE void note_counter(uint64_t index, uint32_t tag) {
+    uint32_t* log = reinterpret_cast<uint32_t*>(rd(d_->counter_log));
+    atomic_store(&log[index & (depth() - 1)], tag, __ATOMIC_RELAXED, Scope::agent);
+    atomic_fetch_max(&st_->counted_end, index + 1, __ATOMIC_RELAXED, Scope::agent);
+  }
+
+  // Whether counted puts wait for credit (counters still to advance).
+  RG_INLINE bool counted_pending() const {
+    return atomic_load(&st_->counted_end, __ATOMIC_RELAXED, Scope::agent) >
+           atomic_load(&st_->credited, __ATOMIC_ACQUIRE, Scope::agent);
+  }
+
+  // Credits the counters of counted puts that completed: claims the range
+  // of completed WQEs not yet credited (one claimant per range), adds 1 to
+  // each entry's counter unless the WQE is at or after the first failure,
+  // and clears the entries.
+  RG_INLINE void credit_counters() {
+    uint32_t* log = reinterpret_cast<uint32_t*>(rd(d_->counter_log));
+    if (!log) return;
+    const uint64_t done = atomic_load(&st_->done, __ATOMIC_ACQUIRE, Scope::agent);
+    uint64_t from = atomic_load(&st_->credited, __ATOMIC_RELAXED, Scope::agent);
+    if (from >= done || !atomic_cas(&st_->credited, &from, done, __ATOMIC_ACQ_REL, Scope::agent)) return;
+    const uint64_t failed = atomic_load(&st_->failed_end, __ATOMIC_RELAXED, Scope::agent);
+    const uint64_t good_end = failed ? failed - 1 : done;
+    uint64_t* counters = reinterpret_cast<uint64_t*>(rd(d_->counters));
+    for (uint64_t i = from; i < done; ++i) {
+      uint32_t* e = &log[i & (depth() - 1)];
+      const uint32_t c = atomic_load(e, __ATOMIC_RELAXED, Scope::agent);
+      if (!c) continue;
+      atomic_store(e, 0u, __ATOMIC_RELAXED, Scope::agent);
+      if (i < good_end) atomic_fetch_add(&counters[c - 1], uint64_t{1}, __ATOMIC_RELEASE, Scope::agent);
+    }
   }
 
   // Writes the request's WQE into WQEBB `index`, one 16-byte store per

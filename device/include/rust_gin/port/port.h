@@ -140,6 +140,16 @@ RG_INLINE T atomic_exchange(T* p, T v, int order, Scope s) {
   return __hip_atomic_exchange(p, v, order, RG_SCOPE_ARG(s));
 }
 template <typename T>
+RG_INLINE T atomic_fetch_or(T* p, T v, int order, Scope s) {
+  order = release_first(order, s);
+  return __hip_atomic_fetch_or(p, v, order, RG_SCOPE_ARG(s));
+}
+template <typename T>
+RG_INLINE T atomic_fetch_and(T* p, T v, int order, Scope s) {
+  order = release_first(order, s);
+  return __hip_atomic_fetch_and(p, v, order, RG_SCOPE_ARG(s));
+}
+template <typename T>
 RG_INLINE bool atomic_cas(T* p, T* expected, T desired, int order, Scope s) {
   order = release_first(order, s);
   return __hip_atomic_compare_exchange_strong(p, expected, desired, order,
@@ -180,6 +190,14 @@ RG_INLINE T atomic_fetch_max(T* p, T v, int order, Scope) {
 template <typename T>
 RG_INLINE T atomic_exchange(T* p, T v, int order, Scope) {
   return __atomic_exchange_n(p, v, order);
+}
+template <typename T>
+RG_INLINE T atomic_fetch_or(T* p, T v, int order, Scope) {
+  return __atomic_fetch_or(p, v, order);
+}
+template <typename T>
+RG_INLINE T atomic_fetch_and(T* p, T v, int order, Scope) {
+  return __atomic_fetch_and(p, v, order);
 }
 template <typename T>
 RG_INLINE bool atomic_cas(T* p, T* expected, T desired, int order, Scope) {
