@@ -189,8 +189,8 @@ fn roce_in_gpu_mode_sends_the_right_commands_and_tears_down_in_order() {
     let reg = s.calls("ibv_reg_dmabuf_mr");
     assert_eq!(reg.len(), 1);
     let export = &s.calls("hipMemGetHandleForAddressRange")[0];
-    let addr = u64::from_str_radix(export.detail.split_whitespace().nth(1).unwrap().trim_start_matches("0x"), 16)
-        .unwrap();
+    let addr =
+        u64::from_str_radix(export.detail.split_whitespace().nth(1).unwrap().trim_start_matches("0x"), 16).unwrap();
     assert_eq!(addr % 4096, 0x100);
     assert!(
         reg[0].detail.starts_with(&format!("offset 0x100 len 8192 iova {addr:#x} fd ")),
@@ -203,12 +203,8 @@ fn roce_in_gpu_mode_sends_the_right_commands_and_tears_down_in_order() {
 
     // Teardown: in exact reverse of creation (the stand-in checked each
     // destroy against the newest live object), ending with the device.
-    let destroys: Vec<String> = s
-        .log()
-        .iter()
-        .filter(|c| c.step.is_none() && c.handle.is_some())
-        .map(|c| c.name.clone())
-        .collect();
+    let destroys: Vec<String> =
+        s.log().iter().filter(|c| c.step.is_none() && c.handle.is_some()).map(|c| c.name.clone()).collect();
     let tail: Vec<&str> = destroys.iter().rev().take(2).map(|s| s.as_str()).collect();
     assert_eq!(tail, ["ibv_close_device", "ibv_dealloc_pd"], "{destroys:?}");
 }
@@ -355,7 +351,13 @@ fn gpu_memory_falls_back_to_peer_memory_and_names_both_when_both_fail() {
     let e = unsafe { nic.reg_mr(0x7000_0000_1000, 4096, Access::all()) }.err().expect("both paths fail");
     assert!(s.calls("hipMemGetHandleForAddressRange").is_empty(), "no export when the NIC cannot import");
     let m = e.message();
-    for w in ["registering 4096 bytes of GPU memory at 0x700000001000", "dma-buf failed (mlx5_0 cannot import dma-bufs)", "peer-memory failed", "ibv_reg_mr", "Input/output error"] {
+    for w in [
+        "registering 4096 bytes of GPU memory at 0x700000001000",
+        "dma-buf failed (mlx5_0 cannot import dma-bufs)",
+        "peer-memory failed",
+        "ibv_reg_mr",
+        "Input/output error",
+    ] {
         assert!(m.contains(w), "names {w:?}: {m}");
     }
     drop(nic);

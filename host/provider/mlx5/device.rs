@@ -3,11 +3,11 @@
 //! reports (NicInfo).
 
 use super::addr::{self, GidType, LinkLayer, Mlx5Address};
+use super::platform::{Handle, OpenFailure, Platform, ATOMIC_NONE, PORT_ACTIVE};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::ffi::nccl::{NCCL_PTR_CUDA, NCCL_PTR_DMABUF, NCCL_PTR_HOST};
 use crate::provider::NicInfo;
-use super::platform::{Handle, OpenFailure, Platform, ATOMIC_NONE, PORT_ACTIVE};
 use std::sync::Arc;
 
 /// An opened device with its PD; closed on drop, after everything created
@@ -81,9 +81,7 @@ impl Context {
         // From here `guard` closes the context on every error path.
         let guard = CtxGuard(platform, ctx);
 
-        let dattr = platform
-            .query_device(ctx)
-            .map_err(|e| Error::System(format!("{name}: ibv_query_device: {e}")))?;
+        let dattr = platform.query_device(ctx).map_err(|e| Error::System(format!("{name}: ibv_query_device: {e}")))?;
         if dattr.atomic_cap == ATOMIC_NONE {
             // mlx5_ib reports IBV_ATOMIC_NONE unless the device does 8-byte
             // CmpSwap and FetchAdd with the requester in host-endianness mode

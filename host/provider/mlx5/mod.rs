@@ -60,7 +60,11 @@ impl Mlx5Provider {
             Error::System(format!(
                 "no RDMA device found{} (ibv_get_device_list: {errno}). Check that the ConnectX driver (mlx5_ib) is \
                  loaded and /dev/infiniband is accessible; to run without hardware set RCCL_RUST_GIN_PROVIDER=emu",
-                config.nic_filter.as_ref().map(|f| format!(", so none matches RCCL_RUST_GIN_NIC={f}")).unwrap_or_default()
+                config
+                    .nic_filter
+                    .as_ref()
+                    .map(|f| format!(", so none matches RCCL_RUST_GIN_NIC={f}"))
+                    .unwrap_or_default()
             ))
         })?;
         let n = all.len();

@@ -102,12 +102,13 @@ pub(crate) unsafe fn reg_dmabuf(
 ) -> Result<Box<dyn MemoryRegion>> {
     let n = check_len(len)?;
     // SAFETY: forwarded contract (the caller vouches for the dma-buf).
-    let keys = unsafe { ctx.platform.reg_dmabuf_mr(ctx.pd, offset, n, addr, fd, verbs_access(access)) }.map_err(|e| {
-        Error::System(format!(
-            "{}: ibv_reg_dmabuf_mr of {len} bytes (fd {fd}, offset {offset}, iova {addr:#x}, {access:?}): {e}{}",
-            ctx.name,
-            hint(&e)
-        ))
-    })?;
+    let keys =
+        unsafe { ctx.platform.reg_dmabuf_mr(ctx.pd, offset, n, addr, fd, verbs_access(access)) }.map_err(|e| {
+            Error::System(format!(
+                "{}: ibv_reg_dmabuf_mr of {len} bytes (fd {fd}, offset {offset}, iova {addr:#x}, {access:?}): {e}{}",
+                ctx.name,
+                hint(&e)
+            ))
+        })?;
     Ok(Box::new(Region { keys, addr, len, ctx: ctx.clone() }))
 }

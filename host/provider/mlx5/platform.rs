@@ -139,8 +139,15 @@ pub trait Platform: Send + Sync {
     /// # Safety
     /// `fd` is a dma-buf covering `[offset, offset+len)` (or -1, to probe),
     /// kept valid for NIC access until [`Platform::dereg_mr`].
-    unsafe fn reg_dmabuf_mr(&self, pd: Handle, offset: u64, len: usize, iova: u64, fd: i32, access: i32)
-        -> io::Result<MrKeys>;
+    unsafe fn reg_dmabuf_mr(
+        &self,
+        pd: Handle,
+        offset: u64,
+        len: usize,
+        iova: u64,
+        fd: i32,
+        access: i32,
+    ) -> io::Result<MrKeys>;
     fn dereg_mr(&self, mr: Handle) -> io::Result<()>;
     fn create_ah(&self, pd: Handle, attr: &AhAttr) -> io::Result<Handle>;
     /// The destination MAC the kernel resolved for an AH (mlx5dv_init_obj(AH)).
@@ -302,9 +309,7 @@ impl Platform for RdmaCore {
         // SAFETY: the exported ibv_query_port fills the leading (compat) part
         // of struct ibv_port_attr; verbs.h's inline wrapper passes the same
         // zeroed struct this way when the provider has no query_port op.
-        let rc = unsafe {
-            rdma_sys::ibv_query_port(ptr(ctx), port, &mut p as *mut rdma_sys::ibv_port_attr as *mut _)
-        };
+        let rc = unsafe { rdma_sys::ibv_query_port(ptr(ctx), port, &mut p as *mut rdma_sys::ibv_port_attr as *mut _) };
         rc_result(rc)?;
         Ok(PortAttr {
             state: p.state,
