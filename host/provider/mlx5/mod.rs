@@ -8,7 +8,9 @@
 //!
 //! Modules: [`device`] (open, port, GID, NicInfo), [`devx`] (umem, UAR,
 //! DevX objects), [`prm`] (the PRM command layouts), [`qp`] (queue pairs),
-//! [`mr`] (memory regions), [`addr`] (the peer address and path math).
+//! [`mr`] (memory regions), [`addr`] (the peer address and path math),
+//! [`platform`] (every rdma-core, sysfs and HIP call, behind one trait that
+//! tests implement with a recording stand-in).
 //!
 //! UNVERIFIED ON HARDWARE: written and compiled without a ConnectX NIC or an
 //! AMD GPU. docs/mlx5-provider.md lists what has and has not run, and the
@@ -19,6 +21,7 @@ mod device;
 mod devx;
 pub mod doorbell;
 pub mod mr;
+pub mod platform;
 pub mod prm;
 mod qp;
 
@@ -26,14 +29,16 @@ use super::{Access, MemoryRegion, Nic, NicAddress, NicInfo, Provider, QueuePair}
 use crate::config::{Config, ProviderKind};
 use crate::error::{Error, Result};
 use crate::ffi::nccl::NCCL_PTR_DMABUF;
-use crate::gpu::hip::HipAllocator;
 use crate::gpu::{Allocator, HostMemory, RingHome};
 use device::Context;
+use platform::Platform;
 use std::sync::{Arc, Mutex};
 
 pub use devx::{UAR_ALLOC_TYPE_NC, UAR_ALLOC_TYPE_NC_DEDICATED};
 
 pub struct Mlx5Provider {
+    /// Where every call for these devices goes.
+    platform: Arc<dyn Platform>,
     names: Vec<String>,
     config: Config,
     infos: Mutex<Vec<Option<NicInfo>>>,
@@ -46,35 +51,25 @@ pub use super::MemoryMode;
 impl Mlx5Provider {
     /// Lists the mlx5 RDMA devices; fails, saying what to do, when none is usable.
     pub fn probe(config: &Config) -> Result<Mlx5Provider> {
-        let mut n: i32 = 0;
-        // SAFETY: ibv_get_device_list returns a NULL-terminated array we free below.
-        let list = unsafe { rdma_sys::ibv_get_device_list(&mut n) };
-        if list.is_null() || n <= 0 {
-            let errno = std::io::Error::last_os_error();
-            if !list.is_null() {
-                // SAFETY: freeing the list returned above.
-                unsafe { rdma_sys::ibv_free_device_list(list) };
-            }
-            return Err(Error::System(format!(
+        Self::probe_on(platform::process_platform(), config)
+    }
+
+    /// As [`Mlx5Provider::probe`], every call going to `platform`.
+    pub fn probe_on(platform: Arc<dyn Platform>, config: &Config) -> Result<Mlx5Provider> {
+        let all = platform.device_names().map_err(|errno| {
+            Error::System(format!(
                 "no RDMA device found{} (ibv_get_device_list: {errno}). Check that the ConnectX driver (mlx5_ib) is \
                  loaded and /dev/infiniband is accessible; to run without hardware set RCCL_RUST_GIN_PROVIDER=emu",
-                config.nic_filter.as_ref().map(|f| format!(", so none matches RCCL_RUST_GIN_NIC={f}")).unwrap_or_default()
-            )));
-        }
-        let mut names = Vec::new();
-        for i in 0..n as usize {
-            // SAFETY: i < n entries of the list; ibv_get_device_name returns a C string.
-            let name = unsafe {
-                let d = *list.add(i);
-                std::ffi::CStr::from_ptr(rdma_sys::ibv_get_device_name(d)).to_string_lossy().into_owned()
-            };
-            let wanted = config.nic_filter.as_ref().is_none_or(|f| f.split(',').any(|w| w.trim() == name));
-            if name.starts_with("mlx5") && wanted {
-                names.push(name);
-            }
-        }
-        // SAFETY: freeing the list returned above.
-        unsafe { rdma_sys::ibv_free_device_list(list) };
+                config
+                    .nic_filter
+                    .as_ref()
+                    .map(|f| format!(", so none matches RCCL_RUST_GIN_NIC={f}"))
+                    .unwrap_or_default()
+            ))
+        })?;
+        let n = all.len();
+        let wanted = |name: &str| config.nic_filter.as_ref().is_none_or(|f| f.split(',').any(|w| w.trim() == name));
+        let names: Vec<String> = all.into_iter().filter(|name| name.starts_with("mlx5") && wanted(name)).collect();
         if names.is_empty() {
             return Err(Error::System(format!(
                 "no usable mlx5 device among {n} RDMA device(s){}; set RCCL_RUST_GIN_NIC to an mlx5 device name, or \
@@ -83,7 +78,7 @@ impl Mlx5Provider {
             )));
         }
         let infos = Mutex::new(vec![None; names.len()]);
-        Ok(Mlx5Provider { names, config: config.clone(), infos, mode: MemoryMode::Gpu })
+        Ok(Mlx5Provider { platform, names, config: config.clone(), infos, mode: MemoryMode::Gpu })
     }
 
     /// The same devices, opened by [`Provider::open`] for `mode`.
@@ -100,11 +95,11 @@ impl Mlx5Provider {
     /// Opens device `dev` with queue memory and doorbells for `mode`.
     pub fn open_mode(&self, dev: usize, mode: MemoryMode) -> Result<Arc<Mlx5Nic>> {
         super::check_dev(dev, self.names.len())?;
-        let ctx = Arc::new(Context::open(&self.names[dev], &self.config, true)?);
+        let ctx = Arc::new(Context::open(&self.platform, &self.names[dev], &self.config, true)?);
         let memory = match mode {
-            MemoryMode::Gpu => qp::Memory::Gpu(Arc::new(HipAllocator::new().map_err(|e| {
+            MemoryMode::Gpu => qp::Memory::Gpu(self.platform.open_gpu().map_err(|e| {
                 Error::System(format!("{}: queue memory and doorbells for the GPU: {}", ctx.name, e.message()))
-            })?)),
+            })?),
             MemoryMode::Host => qp::Memory::Host(Arc::new(HostMemory)),
         };
         let eqn = devx::query_eqn(&ctx)?;
@@ -139,7 +134,7 @@ impl Provider for Mlx5Provider {
             return Ok(i.clone());
         }
         // A plain verbs context is enough for the queries (no DevX needed).
-        let info = Context::open(&self.names[dev], &self.config, false)?.info();
+        let info = Context::open(&self.platform, &self.names[dev], &self.config, false)?.info();
         infos[dev] = Some(info.clone());
         Ok(info)
     }
@@ -188,7 +183,7 @@ impl Nic for Mlx5Nic {
         let dmabuf = if self.info.ptr_support & NCCL_PTR_DMABUF == 0 {
             Err(format!("{} cannot import dma-bufs", self.ctx.name))
         } else {
-            crate::gpu::hip::export_dmabuf(addr, len).and_then(|d| {
+            self.ctx.platform.export_dmabuf(addr, len).and_then(|d| {
                 use std::os::fd::AsRawFd;
                 // SAFETY: forwarded contract; the dma-buf covers the range
                 // (exported for its pages), and the NIC keeps its own

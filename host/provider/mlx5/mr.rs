@@ -1,7 +1,8 @@
 //! Memory regions: ibv_reg_mr for host and GPU pointers, ibv_reg_dmabuf_mr
 //! for dma-bufs, with access rights mapped from [`Access`].
 
-use super::device::{errno, Context};
+use super::device::Context;
+use super::platform::MrKeys;
 use crate::error::{Error, Result};
 use crate::provider::{Access, MemoryRegion};
 use rdma_sys::ibv_access_flags as F;
@@ -27,25 +28,18 @@ pub fn verbs_access(a: Access) -> i32 {
 }
 
 pub(crate) struct Region {
-    mr: *mut rdma_sys::ibv_mr,
-    lkey: u32,
-    rkey: u32,
+    keys: MrKeys,
     addr: u64,
     len: u64,
-    _ctx: Arc<Context>,
+    ctx: Arc<Context>,
 }
-
-// SAFETY: an ibv_mr handle, only passed to ibv_dereg_mr; keys are copies.
-unsafe impl Send for Region {}
-// SAFETY: as above.
-unsafe impl Sync for Region {}
 
 impl MemoryRegion for Region {
     fn lkey(&self) -> u32 {
-        self.lkey
+        self.keys.lkey
     }
     fn rkey(&self) -> u32 {
-        self.rkey
+        self.keys.rkey
     }
     fn addr(&self) -> u64 {
         self.addr
@@ -57,10 +51,8 @@ impl MemoryRegion for Region {
 
 impl Drop for Region {
     fn drop(&mut self) {
-        // SAFETY: registered by reg()/reg_dmabuf(), deregistered once.
-        let rc = unsafe { rdma_sys::ibv_dereg_mr(self.mr) };
-        if rc != 0 {
-            tracing::warn!("ibv_dereg_mr(lkey {:#x}): {}", self.lkey, std::io::Error::from_raw_os_error(rc.abs()));
+        if let Err(e) = self.ctx.platform.dereg_mr(self.keys.handle) {
+            tracing::warn!("ibv_dereg_mr(lkey {:#x}): {e}", self.keys.lkey);
         }
     }
 }
@@ -89,17 +81,11 @@ fn check_len(len: u64) -> Result<usize> {
 /// The memory must stay valid for NIC access until the region drops.
 pub(crate) unsafe fn reg(ctx: &Arc<Context>, addr: u64, len: u64, access: Access) -> Result<Box<dyn MemoryRegion>> {
     let n = check_len(len)?;
-    // SAFETY: valid PD; the caller keeps the memory alive.
-    let mr = unsafe { rdma_sys::ibv_reg_mr(ctx.pd, addr as *mut std::ffi::c_void, n, verbs_access(access)) };
-    if mr.is_null() {
-        let e = errno();
-        return Err(Error::System(format!(
-            "{}: ibv_reg_mr of {len} bytes at {addr:#x} ({access:?}): {e}{}",
-            ctx.name,
-            hint(&e)
-        )));
-    }
-    Ok(Box::new(region(mr, addr, len, ctx)))
+    // SAFETY: forwarded contract (the caller keeps the memory alive).
+    let keys = unsafe { ctx.platform.reg_mr(ctx.pd, addr, n, verbs_access(access)) }.map_err(|e| {
+        Error::System(format!("{}: ibv_reg_mr of {len} bytes at {addr:#x} ({access:?}): {e}{}", ctx.name, hint(&e)))
+    })?;
+    Ok(Box::new(Region { keys, addr, len, ctx: ctx.clone() }))
 }
 
 /// Registers a dma-buf covering `[offset, offset+len)` of `fd`, at iova `addr`.
@@ -115,21 +101,14 @@ pub(crate) unsafe fn reg_dmabuf(
     access: Access,
 ) -> Result<Box<dyn MemoryRegion>> {
     let n = check_len(len)?;
-    // SAFETY: valid PD; the caller vouches for the dma-buf.
-    let mr = unsafe { rdma_sys::ibv_reg_dmabuf_mr(ctx.pd, offset, n, addr, fd, verbs_access(access)) };
-    if mr.is_null() {
-        let e = errno();
-        return Err(Error::System(format!(
-            "{}: ibv_reg_dmabuf_mr of {len} bytes (fd {fd}, offset {offset}, iova {addr:#x}, {access:?}): {e}{}",
-            ctx.name,
-            hint(&e)
-        )));
-    }
-    Ok(Box::new(region(mr, addr, len, ctx)))
-}
-
-fn region(mr: *mut rdma_sys::ibv_mr, addr: u64, len: u64, ctx: &Arc<Context>) -> Region {
-    // SAFETY: a non-null region just returned by verbs.
-    let (lkey, rkey) = unsafe { ((*mr).lkey, (*mr).rkey) };
-    Region { mr, lkey, rkey, addr, len, _ctx: ctx.clone() }
+    // SAFETY: forwarded contract (the caller vouches for the dma-buf).
+    let keys =
+        unsafe { ctx.platform.reg_dmabuf_mr(ctx.pd, offset, n, addr, fd, verbs_access(access)) }.map_err(|e| {
+            Error::System(format!(
+                "{}: ibv_reg_dmabuf_mr of {len} bytes (fd {fd}, offset {offset}, iova {addr:#x}, {access:?}): {e}{}",
+                ctx.name,
+                hint(&e)
+            ))
+        })?;
+    Ok(Box::new(Region { keys, addr, len, ctx: ctx.clone() }))
 }

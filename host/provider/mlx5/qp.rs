@@ -5,17 +5,16 @@
 //! and destroys.
 
 use super::addr::{self, GidType, LinkLayer, Mlx5Address};
-use super::device::{errno, Context};
+use super::device::Context;
 use super::devx::{Obj, Uar, Umem};
+use super::platform::{AhAttr, DeviceMapping, GpuAccess};
 use super::prm;
 use crate::abi::rust_gin_mlx5_sq;
 use crate::error::{Error, Result};
-use crate::gpu::hip::{HipAllocator, IoMapping};
 use crate::gpu::{Allocator, GpuBuf, RingHome};
 use crate::mlx5::queue::{QueueMem, CQ_DBREC_OFF, QP_DBREC_OFF};
 use crate::mlx5::wire::CQE_SIZE;
 use crate::provider::{NicAddress, QueuePair};
-use crate::sys::mlx5dv;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -31,7 +30,7 @@ pub const MAX_RD_ATOMIC: i32 = 16;
 /// Where the doorbell register is for the device code.
 pub(crate) enum Doorbell {
     /// Mapped for a GPU (hipHostRegister IoMemory).
-    Gpu(IoMapping),
+    Gpu(Box<dyn DeviceMapping>),
     /// The CPU mapping itself (host-side posting).
     Host(u64),
 }
@@ -59,29 +58,30 @@ impl Doorbell {
 /// for host-side posting.
 #[derive(Clone)]
 pub(crate) enum Memory {
-    Gpu(Arc<HipAllocator>),
+    Gpu(Arc<dyn GpuAccess>),
     Host(Arc<dyn Allocator>),
 }
 
 impl Memory {
     pub fn allocator(&self) -> Arc<dyn Allocator> {
         match self {
-            Memory::Gpu(h) => h.clone(),
+            Memory::Gpu(g) => g.allocator(),
             Memory::Host(a) => a.clone(),
         }
     }
 }
 
 pub(crate) struct Mlx5Qp {
-    // Drop order is declaration order: the QP, then its CQ, then the umems
-    // under them, the GPU mapping of the doorbell, the UAR, the memory, and
-    // last the device context.
+    // Drop order is declaration order, the reverse of creation (as on the
+    // error paths of create): the GPU mapping of the doorbell, the QP, its
+    // CQ, the umems under them, the UAR, the memory, and last the device
+    // context.
+    doorbell: Doorbell,
     qp: Obj,
     _cq: Obj,
-    _umem_sq: Umem,
-    _umem_cq: Umem,
     _umem_dbr: Umem,
-    doorbell: Doorbell,
+    _umem_cq: Umem,
+    _umem_sq: Umem,
     uar: Uar,
     mem: QueueMem,
     ctx: Arc<Context>,
@@ -193,37 +193,25 @@ impl Mlx5Qp {
     /// mlx5dv_init_obj(MLX5DV_OBJ_AH) for the AV's rmac).
     fn resolve_rmac(&self, remote: &Mlx5Address) -> Result<[u8; 6]> {
         let ctx = &self.ctx;
-        // SAFETY: plain C struct; zero is a valid start for every field.
-        let mut attr: rdma_sys::ibv_ah_attr = unsafe { std::mem::zeroed() };
-        attr.grh.dgid = rdma_sys::ibv_gid { raw: remote.gid };
-        attr.grh.sgid_index = ctx.gid_index;
-        attr.grh.hop_limit = HOP_LIMIT;
-        attr.grh.traffic_class = self.traffic_class;
-        attr.is_global = 1;
-        attr.port_num = ctx.port;
-        // SAFETY: valid PD and attributes.
-        let ah = unsafe { rdma_sys::ibv_create_ah(ctx.pd, &mut attr) };
-        if ah.is_null() {
-            return Err(Error::System(format!(
-                "{}: resolving the peer's MAC address (ibv_create_ah towards GID index {} of the peer): {}; is the \
+        let attr = AhAttr {
+            dgid: remote.gid,
+            sgid_index: ctx.gid_index,
+            hop_limit: HOP_LIMIT,
+            traffic_class: self.traffic_class,
+            port: ctx.port,
+        };
+        let ah = ctx.platform.create_ah(ctx.pd, &attr).map_err(|e| {
+            Error::System(format!(
+                "{}: resolving the peer's MAC address (ibv_create_ah towards GID index {} of the peer): {e}; is the \
                  peer's IP reachable from this interface?",
-                ctx.name,
-                remote.gid_index,
-                errno()
-            )));
+                ctx.name, remote.gid_index
+            ))
+        })?;
+        let mac = ctx.platform.ah_rmac(ah);
+        if let Err(e) = ctx.platform.destroy_ah(ah) {
+            tracing::warn!("{}: ibv_destroy_ah: {e}", ctx.name);
         }
-        let mut dv = mlx5dv::mlx5dv_ah { av: std::ptr::null_mut(), comp_mask: 0 };
-        // SAFETY: zeroed union of in/out pointer pairs; only .ah is used.
-        let mut obj: mlx5dv::mlx5dv_obj = unsafe { std::mem::zeroed() };
-        obj.ah.in_ = ah;
-        obj.ah.out = &mut dv;
-        // SAFETY: obj.ah points at a live AH and an output struct.
-        let rc = unsafe { mlx5dv::mlx5dv_init_obj(&mut obj, mlx5dv::MLX5DV_OBJ_AH as u64) };
-        // SAFETY: dv.av points into the live AH when rc == 0.
-        let mac = (rc == 0 && !dv.av.is_null()).then(|| unsafe { (*dv.av).rmac });
-        // SAFETY: the AH created above.
-        unsafe { rdma_sys::ibv_destroy_ah(ah) };
-        mac.ok_or_else(|| Error::System(format!("{}: mlx5dv_init_obj(AH) for the peer's MAC failed ({rc})", ctx.name)))
+        mac.map_err(|e| Error::System(format!("{}: mlx5dv_init_obj(AH) for the peer's MAC failed: {e}", ctx.name)))
     }
 }
 
