@@ -10,6 +10,8 @@
 //! - [`gin`]: RCCL's GIN v14 vtable and the objects behind it.
 //! - [`provider`]: NICs behind one interface (mlx5 hardware, the emulated NIC).
 //! - [`rma`]: the RMA plugin RCCL's proxy GIN drives (ncclRmaPlugin_v13..v16).
+//! - [`session`]: what both plugins share below their vtables: instances, listen and
+//!   connect, properties, the queue-pair mesh, the tokens RCCL holds.
 //! - [`emu`]: the emulated NIC that executes real mlx5 WQEs in host memory.
 //! - [`mlx5`]: wire formats, queue memory, host-side posting.
 //! - [`abi`]: layouts shared with the device library (generated from C headers).
@@ -37,4 +39,5 @@ pub mod mlx5;
 pub mod oob;
 pub mod provider;
 pub mod rma;
+pub mod session;
 pub mod sys;

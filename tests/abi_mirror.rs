@@ -6,7 +6,7 @@
 
 use rccl_rust_gin::ffi::gin::{NcclGinConfig, NcclGinProperties, NcclGinV14};
 use rccl_rust_gin::ffi::nccl::*;
-use rccl_rust_gin::ffi::rma::{NcclRmaConfig, NcclRmaProperties, NcclRmaV13, NcclRmaV14, NcclRmaV15, NcclRmaV16};
+use rccl_rust_gin::ffi::rma::{NcclGinConfigV13, NcclRmaConfig, NcclRmaProperties, NcclRmaV13, NcclRmaV14, NcclRmaV15, NcclRmaV16};
 use std::mem::{offset_of, size_of};
 
 #[test]
@@ -81,14 +81,40 @@ fn gin_v14() {
     assert!(v.query_last_error.is_some() && v.finalize.is_some() && !v.name.is_null());
 }
 
+/// The offsets of the named members of a struct, in the order named.
+macro_rules! offsets {
+    ($t:ty: $($f:ident),+ $(,)?) => { [$(offset_of!($t, $f)),+] };
+}
+
 #[test]
 fn rma_v13_to_v16() {
-    // rma_v13.h..v15.h: 21 slots, 168 bytes; v16 inserts getRmaProperties at 24.
+    // rma_v13.h (= ncclGin_v13_t), rma_v14.h, rma_v15.h: name and 20 slots,
+    // 168 bytes, every slot 8 bytes after the one before; slot 18 is
+    // ginProgress in v13 and rmaProgress later.
+    let every_8 = |n: usize| (0..n).map(|i| 8 * i).collect::<Vec<_>>();
     assert_eq!((size_of::<NcclRmaV13>(), size_of::<NcclRmaV14>(), size_of::<NcclRmaV15>()), (168, 168, 168));
+    let v13 = offsets!(NcclRmaV13: name, init, devices, get_properties, listen, connect, create_context, reg_mr_sym,
+        reg_mr_sym_dma_buf, dereg_mr_sym, destroy_context, close_coll, close_listen, iput, iput_signal, iget, iflush,
+        test, gin_progress, query_last_error, finalize);
+    assert_eq!(v13.to_vec(), every_8(21));
+    let v14 = offsets!(NcclRmaV14: name, init, devices, get_properties, listen, connect, create_context, reg_mr_sym,
+        reg_mr_sym_dma_buf, dereg_mr_sym, destroy_context, close_coll, close_listen, iput, iput_signal, iget, iflush,
+        test, rma_progress, query_last_error, finalize);
+    assert_eq!(v14.to_vec(), every_8(21));
+    let v15 = offsets!(NcclRmaV15: name, init, devices, get_properties, listen, connect, create_context, reg_mr_sym,
+        reg_mr_sym_dma_buf, dereg_mr_sym, destroy_context, close_coll, close_listen, iput, iput_signal, iget, iflush,
+        test, rma_progress, query_last_error, finalize);
+    assert_eq!(v15.to_vec(), every_8(21));
+    // rma_v16.h: getRmaProperties inserted after devices, at 24; 176 bytes.
     assert_eq!(size_of::<NcclRmaV16>(), 176);
-    assert_eq!(offset_of!(NcclRmaV16, get_rma_properties), 24);
-    assert_eq!((offset_of!(NcclRmaV15, iput), offset_of!(NcclRmaV16, iput)), (104, 112));
-    assert_eq!((offset_of!(NcclRmaV15, finalize), offset_of!(NcclRmaV16, finalize)), (160, 168));
+    let v16 = offsets!(NcclRmaV16: name, init, devices, get_rma_properties, get_properties, listen, connect,
+        create_context, reg_mr_sym, reg_mr_sym_dma_buf, dereg_mr_sym, destroy_context, close_coll, close_listen, iput,
+        iput_signal, iget, iflush, test, rma_progress, query_last_error, finalize);
+    assert_eq!(v16.to_vec(), every_8(22));
+    // gin_v13.h ncclGinConfig_v13_t and ncclRmaConfig_v14_t: C ints.
+    assert_eq!(size_of::<NcclGinConfigV13>(), 20);
+    assert_eq!(offsets!(NcclGinConfigV13: n_signals, n_counters, n_contexts, queue_depth, traffic_class), [0, 4, 8, 12, 16]);
     assert_eq!(size_of::<NcclRmaConfig>(), 12);
+    assert_eq!(offsets!(NcclRmaConfig: n_contexts, traffic_class, rank_stride), [0, 4, 8]);
     assert_eq!(size_of::<NcclRmaProperties>(), 1);
 }

@@ -324,7 +324,7 @@ fn connect_with_nranks_int_max_is_refused() {
 
 #[test]
 fn connect_with_nranks_one_past_the_cap_is_refused() {
-    refused_nranks(rccl_rust_gin::gin::vtable::MAX_NRANKS + 1);
+    refused_nranks(rccl_rust_gin::session::MAX_NRANKS + 1);
 }
 
 #[test]

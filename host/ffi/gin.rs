@@ -1,7 +1,7 @@
 //! ncclGin_v14_t: the GIN backend vtable RCCL drives (plugin/gin/gin_v14.h).
 
-use super::nccl::{NcclLogger, NcclNetDeviceHandle, NcclNetProperties, NcclResult};
-use std::ffi::{c_char, c_int, c_void};
+use super::nccl::{NcclLogger, NcclNetProperties, NcclResult};
+use std::ffi::{c_int, c_void};
 
 /// ncclGinProperties_v14_t.
 #[repr(C)]
@@ -11,17 +11,9 @@ pub struct NcclGinProperties {
     pub supports_va_signals: bool,
 }
 
-/// ncclGinConfig_v14_t.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct NcclGinConfig {
-    pub n_signals: c_int,
-    pub n_counters: c_int,
-    pub n_contexts: c_int,
-    pub queue_depth: c_int,
-    pub traffic_class: c_int,
-    pub backend_version: c_int,
-    pub rank_stride: c_int,
+c_int_struct! {
+    /// ncclGinConfig_v14_t.
+    NcclGinConfig { n_signals, n_counters, n_contexts, queue_depth, traffic_class, backend_version, rank_stride }
 }
 
 pub type InitFn = unsafe extern "C" fn(ctx: *mut *mut c_void, comm_id: u64, logger: NcclLogger) -> NcclResult;
@@ -38,61 +30,22 @@ pub type ConnectFn = unsafe extern "C" fn(
     listen_comm: *mut c_void,
     coll_comm: *mut *mut c_void,
 ) -> NcclResult;
-pub type CreateContextFn = unsafe extern "C" fn(
-    coll_comm: *mut c_void,
-    config: *mut NcclGinConfig,
-    gin_ctx: *mut *mut c_void,
-    dev_handle: *mut *mut NcclNetDeviceHandle,
-) -> NcclResult;
-pub type RegMrSymFn = unsafe extern "C" fn(
-    coll_comm: *mut c_void,
-    data: *mut c_void,
-    size: usize,
-    type_: c_int,
-    mr_flags: u64,
-    mhandle: *mut *mut c_void,
-    gin_handle: *mut *mut c_void,
-) -> NcclResult;
-pub type RegMrSymDmaBufFn = unsafe extern "C" fn(
-    coll_comm: *mut c_void,
-    data: *mut c_void,
-    size: usize,
-    type_: c_int,
-    offset: u64,
-    fd: c_int,
-    mr_flags: u64,
-    mhandle: *mut *mut c_void,
-    gin_handle: *mut *mut c_void,
-) -> NcclResult;
+create_context_fn!(CreateContextFn, NcclGinConfig, dev_handle);
+reg_fns!(RegMrSymFn, RegMrSymDmaBufFn, (mhandle, gin_handle));
 pub type DeregMrSymFn = unsafe extern "C" fn(coll_comm: *mut c_void, mhandle: *mut c_void) -> NcclResult;
 pub type PtrFn = unsafe extern "C" fn(p: *mut c_void) -> NcclResult;
 pub type QueryLastErrorFn = unsafe extern "C" fn(gin_ctx: *mut c_void, has_error: *mut bool) -> NcclResult;
 
-/// ncclGin_v14_t: every slot is a nullable C function pointer.
-#[repr(C)]
-pub struct NcclGinV14 {
-    pub name: *const c_char,
-    pub init: Option<InitFn>,
-    pub devices: Option<DevicesFn>,
-    pub get_gin_properties: Option<GetGinPropertiesFn>,
-    pub get_properties: Option<GetPropertiesFn>,
-    pub listen: Option<ListenFn>,
-    pub connect: Option<ConnectFn>,
-    pub create_context: Option<CreateContextFn>,
-    pub reg_mr_sym: Option<RegMrSymFn>,
-    pub reg_mr_sym_dma_buf: Option<RegMrSymDmaBufFn>,
-    pub dereg_mr_sym: Option<DeregMrSymFn>,
-    pub destroy_context: Option<PtrFn>,
-    pub close_coll: Option<PtrFn>,
-    pub close_listen: Option<PtrFn>,
-    pub gin_progress: Option<PtrFn>,
-    pub query_last_error: Option<QueryLastErrorFn>,
-    pub finalize: Option<PtrFn>,
+plugin_vtable! {
+    /// ncclGin_v14_t.
+    NcclGinV14 {
+        properties: [get_gin_properties: GetGinPropertiesFn],
+        create_context: CreateContextFn,
+        reg_mr_sym: RegMrSymFn,
+        reg_mr_sym_dma_buf: RegMrSymDmaBufFn,
+        data_path: [gin_progress: PtrFn],
+    }
 }
-
-// SAFETY: the vtable is immutable static data (a name literal and function
-// pointers), shared read-only across threads.
-unsafe impl Sync for NcclGinV14 {}
 
 const _: () = {
     use std::mem::{offset_of, size_of};

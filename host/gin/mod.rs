@@ -1,11 +1,11 @@
-//! The GIN backend RCCL drives: its v14 vtable ([`vtable`]) over plugin
-//! instances, listening and collective comms ([`comm`]), device contexts
-//! ([`context`]) and symmetric windows ([`window`]). Listen handles are
-//! [`handle`]; the opaque tokens RCCL holds are [`registry`].
+//! The GIN backend RCCL drives: its v14 vtable ([`vtable`]) over device
+//! contexts ([`context`]) and symmetric windows ([`window`]). Instances,
+//! comms, listen handles, the queue-pair mesh and the tokens RCCL holds are
+//! shared with the RMA plugin and live in [`crate::session`].
 
-pub mod comm;
 pub mod context;
-pub mod handle;
-pub mod registry;
 pub mod vtable;
 pub mod window;
+
+/// The comms under their former path (gin-perf names them so).
+pub use crate::session::comm;

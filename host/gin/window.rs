@@ -1,12 +1,12 @@
 //! Symmetric windows (regMrSym): a local registration plus every peer's base
 //! address and rkey, in a descriptor kernels read (abi::rust_gin_window).
 
-use super::comm::CollComm;
 use crate::abi::{rust_gin_window, rust_gin_window_peer, RUST_GIN_WINDOW_MAGIC};
 use crate::error::{Error, Result};
 use crate::ffi::nccl::{NCCL_PTR_CUDA, NCCL_PTR_DMABUF, NCCL_PTR_HOST};
 use crate::gpu::{GpuBuf, Object};
 use crate::provider::{Access, MemoryRegion};
+use crate::session::comm::CollComm;
 use std::sync::Arc;
 
 pub struct Window {

@@ -12,8 +12,10 @@
 //!   aggregation, completions;
 //! - [`memory`]: symmetric registrations (GIN windows seen from the host);
 //!
-//! Connection setup, handles, the out-of-band mesh and registration are the
-//! GIN backend's ([`crate::gin`]); objects travel as the same opaque tokens.
+//! Instances, connection setup, handles, the out-of-band and queue-pair
+//! meshes and the slots the two vtables fill alike are shared with the GIN
+//! backend ([`crate::session`]); registration is the GIN window
+//! ([`crate::gin::window`]). Objects travel as the same kind of opaque token.
 
 pub mod context;
 pub mod memory;

@@ -7,37 +7,24 @@
 use super::context::{fetch_add, nop, rdma, read_flush, req_flags, Op, Request, RmaContext, RmaSettings};
 use super::memory::RmaMem;
 use crate::config::Config;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::ffi::boundary::out;
 use crate::ffi::nccl::*;
 use crate::ffi::rma::*;
-use crate::gin::comm::{CollComm, Instance, ListenComm};
-use crate::gin::registry::{Kind, Registry};
 use crate::gin::window::{Source, Window};
 use crate::mlx5::wire::opcode;
 use crate::provider::{MemoryMode, Provider};
+use crate::session::registry::{Kind, Registry};
+use crate::session::{Offload, Plugin, Sessions};
 use crate::{bad_arg, bad_usage, info_line};
 use std::ffi::{c_int, c_void};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
-pub(crate) static INSTANCES: Registry<Instance> = Registry::new(Kind::Instance);
-pub(crate) static LISTENS: Registry<ListenComm> = Registry::new(Kind::Listen);
-pub(crate) static COLLS: Registry<CollComm> = Registry::new(Kind::Coll);
+/// Instances, listen and collective comms of the RMA plugin.
+pub(crate) static SESSIONS: Sessions = Sessions::new();
 pub(crate) static CONTEXTS: Registry<RmaContext> = Registry::new(Kind::RmaContext);
 pub(crate) static MEMS: Registry<RmaMem> = Registry::new(Kind::Memory);
 pub(crate) static REQUESTS: Registry<Request> = Registry::new(Kind::RmaRequest);
-
-/// The provider of the latest init (devices() and getProperties() take no
-/// context).
-static PROVIDER: RwLock<Option<Arc<dyn Provider>>> = RwLock::new(None);
-
-fn provider() -> Result<Arc<dyn Provider>> {
-    PROVIDER
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone()
-        .ok_or_else(|| Error::InvalidUsage("called before init()".into()))
-}
 
 /// maxRecvs in getProperties: RCCL's proxy keeps NCCL_NET_MAX_REQUESTS (32)
 /// times this many requests in flight per peer and context (its GFD queue
@@ -62,78 +49,39 @@ pub fn select_provider(config: &Config) -> Result<Arc<dyn Provider>> {
 /// for diagnostics and benchmarks; None where the provider does not count
 /// (hardware, for now).
 pub fn nic_counters(coll_comm: *mut c_void) -> Result<Option<crate::provider::CounterSnapshot>> {
-    Ok(COLLS.get(coll_comm, "collComm")?.nic.counters())
+    Ok(SESSIONS.coll(coll_comm)?.nic.counters())
 }
 
-// --- init, devices, properties -----------------------------------------------
+// --- init and properties -----------------------------------------------
 
-/// init(): the RMA plugin is selected by NCCL_RMA_PLUGIN (RCCL loads it only
-/// when asked), so unlike the GIN backend it does not look at NCCL_GIN_TYPE.
-/// RCCL calls it twice per communicator (rma.cc, then the GIN proxy's init);
-/// each call makes its own plugin context.
-pub(crate) fn init(ctx: *mut *mut c_void, comm_id: u64) -> Result<()> {
-    let ctx = out(ctx, "ctx")?;
-    *ctx = std::ptr::null_mut();
-    let config = Config::from_env()?;
-    let provider = select_provider(&config)?;
-    info_line!(INIT, "RMA plugin: provider {:?}, {} device(s)", provider.kind(), provider.devices());
-    *PROVIDER.write().unwrap_or_else(|e| e.into_inner()) = Some(provider.clone());
-    *ctx = INSTANCES.insert(Arc::new(Instance::new(config, provider, comm_id)));
-    Ok(())
-}
+/// The RMA plugin's side of the callbacks it shares with the GIN backend.
+pub struct Rma;
 
-pub(crate) fn devices(ndev: *mut c_int) -> Result<()> {
-    let ndev = out(ndev, "ndev")?;
-    *ndev = provider()?.devices() as c_int;
-    Ok(())
-}
+impl Plugin for Rma {
+    fn sessions() -> &'static Sessions {
+        &SESSIONS
+    }
 
-pub(crate) fn get_properties(dev: c_int, props: *mut NcclNetProperties) -> Result<()> {
-    let props = out(props, "props")?;
-    crate::gin::vtable::fill_properties_of(
-        &*provider()?,
-        dev,
-        props,
-        NCCL_NET_DEVICE_GIN_PROXY,
-        NCCL_GIN_PROXY_VERSION,
-        MAX_RECVS,
-    )
+    /// The RMA plugin is selected by NCCL_RMA_PLUGIN (RCCL loads it only
+    /// when asked), so unlike the GIN backend it does not look at
+    /// NCCL_GIN_TYPE. RCCL calls init twice per communicator (rma.cc, then
+    /// the GIN proxy's init); each call makes its own plugin context.
+    fn open() -> Result<(Config, Arc<dyn Provider>)> {
+        let config = Config::from_env()?;
+        let provider = select_provider(&config)?;
+        info_line!(INIT, "RMA plugin: provider {:?}, {} device(s)", provider.kind(), provider.devices());
+        Ok((config, provider))
+    }
+
+    /// RCCL's own proxy offload (its device handle and queue sizing).
+    const OFFLOAD: Offload =
+        Offload { net_device_type: NCCL_NET_DEVICE_GIN_PROXY, net_device_version: NCCL_GIN_PROXY_VERSION, max_recvs: MAX_RECVS };
 }
 
 pub(crate) fn get_rma_properties(coll_comm: *mut c_void, props: *mut NcclRmaProperties) -> Result<()> {
     let props = out(props, "rmaProps")?;
-    let coll = COLLS.get(coll_comm, "collComm")?;
+    let coll = SESSIONS.coll(coll_comm)?;
     *props = NcclRmaProperties { flushes_all_puts_on_any_signal: coll.nic.info().flushes_all_puts_on_any_signal };
-    Ok(())
-}
-
-// --- connection setup --------------------------------------------------------
-
-pub(crate) fn listen(ctx: *mut c_void, dev: c_int, handle: *mut c_void, listen_comm: *mut *mut c_void) -> Result<()> {
-    let lc = out(listen_comm, "listenComm")?;
-    *lc = std::ptr::null_mut();
-    let inst = INSTANCES.get(ctx, "ctx")?;
-    // SAFETY: RCCL's handle buffer (NCCL_NET_HANDLE_MAXSIZE bytes) or NULL.
-    let l = unsafe { crate::gin::vtable::listen_on(inst, dev, handle)? };
-    *lc = LISTENS.insert(Arc::new(l));
-    Ok(())
-}
-
-pub(crate) fn connect(
-    ctx: *mut c_void,
-    handles: *mut *mut c_void,
-    nranks: c_int,
-    rank: c_int,
-    listen_comm: *mut c_void,
-    coll_comm: *mut *mut c_void,
-) -> Result<()> {
-    let cc = out(coll_comm, "collComm")?;
-    *cc = std::ptr::null_mut();
-    let inst = INSTANCES.get(ctx, "ctx")?;
-    let l = LISTENS.get(listen_comm, "listenComm")?;
-    // SAFETY: RCCL's array of nranks handle pointers, or NULL.
-    let c = unsafe { crate::gin::vtable::connect_with(&inst, &l, handles, nranks, rank)? };
-    *cc = COLLS.insert(Arc::new(c));
     Ok(())
 }
 
@@ -143,7 +91,7 @@ pub(crate) fn connect(
 pub(crate) fn create_context(coll_comm: *mut c_void, cfg: RawConfig, rma_ctx: *mut *mut c_void) -> Result<Arc<RmaContext>> {
     let rc = out(rma_ctx, "rmaCtx")?;
     *rc = std::ptr::null_mut();
-    let coll = COLLS.get(coll_comm, "collComm")?;
+    let coll = SESSIONS.coll(coll_comm)?;
     let ic = &coll.instance.config;
     let s = RmaSettings::new(
         cfg.n_contexts,
@@ -225,7 +173,7 @@ pub(crate) fn reg_mr_sym(
 ) -> Result<()> {
     let mh = out(mhandle, "mhandle")?;
     *mh = std::ptr::null_mut();
-    let coll = COLLS.get(coll_comm, "collComm")?;
+    let coll = SESSIONS.coll(coll_comm)?;
     // mrFlags are hints (NCCL_NET_MR_FLAG_FORCE_SO, SIGNAL_NEVER_RESET):
     // every registration here is already strongly ordered for signals on the
     // same queue pair; nothing depends on a signal never being reset.
@@ -247,7 +195,7 @@ pub(crate) fn reg_mr_sym_dma_buf(
 ) -> Result<()> {
     let mh = out(mhandle, "mhandle")?;
     *mh = std::ptr::null_mut();
-    let coll = COLLS.get(coll_comm, "collComm")?;
+    let coll = SESSIONS.coll(coll_comm)?;
     let ptr_support = coll.nic.info().ptr_support;
     if ptr_support & NCCL_PTR_DMABUF == 0 {
         return Err(bad_usage!(
@@ -263,7 +211,7 @@ pub(crate) fn reg_mr_sym_dma_buf(
 }
 
 pub(crate) fn dereg_mr_sym(coll_comm: *mut c_void, mhandle: *mut c_void) -> Result<()> {
-    let coll = COLLS.get(coll_comm, "collComm")?;
+    let coll = SESSIONS.coll(coll_comm)?;
     let m = MEMS.get(mhandle, "mhandle")?;
     if !Arc::ptr_eq(&m.window.coll, &coll) {
         return Err(bad_arg!("mhandle {mhandle:?} was registered on another collComm"));
@@ -280,7 +228,7 @@ pub(crate) fn destroy_context(rma_ctx: *mut c_void) -> Result<()> {
 }
 
 pub(crate) fn close_coll(coll_comm: *mut c_void) -> Result<()> {
-    let coll = COLLS.remove(coll_comm, "collComm")?;
+    let coll = SESSIONS.colls.remove(coll_comm, "collComm")?;
     // RCCL destroys contexts and deregisters first; if it did not, do it now
     // rather than leak them.
     let contexts = CONTEXTS.take_where(|c| Arc::ptr_eq(&c.coll, &coll));
@@ -294,15 +242,6 @@ pub(crate) fn close_coll(coll_comm: *mut c_void) -> Result<()> {
             requests.len()
         );
     }
-    Ok(())
-}
-
-pub(crate) fn close_listen(listen_comm: *mut c_void) -> Result<()> {
-    LISTENS.remove(listen_comm, "listenComm").map(drop)
-}
-
-pub(crate) fn finalize(ctx: *mut c_void) -> Result<()> {
-    INSTANCES.remove(ctx, "ctx")?.finalize();
     Ok(())
 }
 
@@ -518,7 +457,7 @@ pub(crate) fn iflush(
 pub(crate) fn test(coll_comm: *mut c_void, request: *mut c_void, done: *mut c_int) -> Result<()> {
     let done = out(done, "done")?;
     *done = 0;
-    let coll = COLLS.get(coll_comm, "collComm")?;
+    let coll = SESSIONS.coll(coll_comm)?;
     let req = REQUESTS.get(request, "request")?;
     if !Arc::ptr_eq(&req.ctx.coll, &coll) {
         return Err(bad_arg!("request {request:?} belongs to another collComm"));

@@ -3,6 +3,9 @@
 use super::handle::ListenHandle;
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::ffi::nccl::NCCL_NET_HANDLE_MAXSIZE;
+use crate::{bad_arg, info_line};
+use std::ffi::{c_int, c_void};
 use crate::oob::{self, Listener, Mesh};
 use crate::provider::{Nic, NicAddress, Provider};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -117,6 +120,73 @@ impl CollComm {
             retired_windows: std::sync::Mutex::new(Vec::new()),
         })
     }
+}
+
+/// listen() once the plugin context is found: opens the NIC and the
+/// connection-setup socket and writes the 128-byte handle into RCCL's buffer.
+///
+/// # Safety
+/// `handle` is NULL (refused) or points to NCCL_NET_HANDLE_MAXSIZE writable bytes.
+pub unsafe fn listen_on(inst: Arc<Instance>, dev: c_int, handle: *mut c_void) -> Result<ListenComm> {
+    if handle.is_null() {
+        return Err(bad_arg!("handle is NULL"));
+    }
+    if dev < 0 || dev as usize >= inst.provider.devices() {
+        return Err(bad_arg!("dev {dev} out of range (this provider has {} device(s))", inst.provider.devices()));
+    }
+    let l = ListenComm::new(inst, dev as usize)?;
+    let bytes = l.handle.encode();
+    // SAFETY: RCCL's handle buffer holds NCCL_NET_HANDLE_MAXSIZE bytes.
+    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), handle as *mut u8, bytes.len()) };
+    info_line!(NET, "listening for connection setup on {} (NIC {})", l.listener.addr(), l.nic.info().name);
+    Ok(l)
+}
+
+/// The largest nranks connect() takes. Each rank holds one RC queue pair per
+/// peer, and an mlx5 QP number is 24 bits wide, so no NIC serves more peers
+/// than 2^24; anything above is a corrupted argument, refused before any
+/// allocation sized by it.
+pub const MAX_NRANKS: c_int = 1 << 24;
+
+/// connect() once the plugin context and listen comm are found: checks rank
+/// and nranks, decodes every rank's handle and builds the collective comm.
+///
+/// # Safety
+/// `handles` is NULL (refused) or points to `nranks` pointers, each NULL
+/// (refused) or to NCCL_NET_HANDLE_MAXSIZE readable bytes.
+pub unsafe fn connect_with(
+    inst: &Instance,
+    l: &ListenComm,
+    handles: *mut *mut c_void,
+    nranks: c_int,
+    rank: c_int,
+) -> Result<CollComm> {
+    inst.check_alive()?;
+    if !(1..=MAX_NRANKS).contains(&nranks) {
+        return Err(bad_arg!("nranks {nranks} out of range [1, {MAX_NRANKS}] (one queue pair per peer, 24-bit QP numbers)"));
+    }
+    if rank < 0 || rank >= nranks {
+        return Err(bad_arg!("rank {rank} out of range [0, {nranks})"));
+    }
+    if handles.is_null() {
+        return Err(bad_arg!("handles is NULL"));
+    }
+    // Grown as handles decode, not reserved from nranks: a bad handle stops
+    // it early.
+    let mut hs = Vec::new();
+    for r in 0..nranks as usize {
+        // SAFETY: RCCL passes nranks handle pointers.
+        let p = unsafe { *handles.add(r) };
+        if p.is_null() {
+            return Err(bad_arg!("handles[{r}] is NULL"));
+        }
+        // SAFETY: each handle is an NCCL_NET_HANDLE_MAXSIZE-byte buffer.
+        let b = unsafe { std::slice::from_raw_parts(p as *const u8, NCCL_NET_HANDLE_MAXSIZE) };
+        hs.push(ListenHandle::decode(b, r, inst.provider.kind())?);
+    }
+    let c = CollComm::connect(l, hs, rank as u32)?;
+    info_line!(NET, "rank {rank}/{nranks} connected (provider {:?}, NIC {})", inst.provider.kind(), c.nic.info().name);
+    Ok(c)
 }
 
 fn rand_u32() -> u32 {
