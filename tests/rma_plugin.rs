@@ -1469,3 +1469,78 @@ fn proxy_progress_child() {
         }
     });
 }
+
+const SHORT_TIMEOUT_CHILD: &str = "RUST_GIN_RMA_SHORT_TIMEOUT_CHILD";
+
+/// Aggregated requests (issue 11): a burst longer than the queue rings what
+/// it holds instead of waiting out the timeout for room, and a request's
+/// timeout starts when its doorbell rings, not when it was posted behind a
+/// held doorbell. Run in a child with a 300 ms timeout.
+#[test]
+fn aggregated_requests_time_from_their_doorbell_and_never_stall_a_full_queue() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "short_timeout_child", "--ignored", "--nocapture", "--test-threads=1"])
+        .env(SHORT_TIMEOUT_CHILD, "1")
+        .env("RCCL_RUST_GIN_TIMEOUT_MS", "300")
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "child failed:\n{text}");
+    assert!(text.contains("short_timeout_child ... ok"), "the child ran the test:\n{text}");
+}
+
+#[test]
+#[ignore = "run by aggregated_requests_time_from_their_doorbell_and_never_stall_a_full_queue in a child process"]
+fn short_timeout_child() {
+    assert!(
+        std::env::var(SHORT_TIMEOUT_CHILD).is_ok(),
+        "short_timeout_child runs only as the child of aggregated_requests_time_from_their_doorbell_and_never_stall_a_full_queue"
+    );
+    let api = Api::V16(harness().v16);
+    let n = 2;
+    let ex = Exchange::new(n);
+    std::thread::scope(|s| {
+        for rank in 0..n {
+            let ex = ex.clone();
+            s.spawn(move || {
+                let _broken_on_panic = ex.guard();
+                let r = open(api, rank, n, &ex);
+                let (res, ctx) = api.create_context(r.coll, 1, -1, 1);
+                assert_eq!(res, OK);
+                let src = buf(4096);
+                let dst = buf(4096);
+                let sm = api.reg_ok(r.coll, &src, NCCL_PTR_CUDA);
+                let dm = api.reg_ok(r.coll, &dst, NCCL_PTR_CUDA);
+                ex.barrier();
+                if rank == 0 {
+                    // Three queues' worth of hinted puts, no test between.
+                    let t = Instant::now();
+                    let mut reqs = Vec::new();
+                    for i in 0..3 * 1024u64 {
+                        let mut q = NULL;
+                        let res = api.iput(ctx, 0, 0, sm, 8, (i % 512) * 8, dm, 1, NCCL_RMA_OPT_FLAGS_AGGREGATE_REQUESTS, &mut q);
+                        assert_eq!(res, OK, "hinted put {i}");
+                        reqs.push(q);
+                    }
+                    assert!(t.elapsed() < Duration::from_millis(300), "the burst waited {:?} for room", t.elapsed());
+                    for q in reqs {
+                        assert_eq!(api.wait(r.coll, ctx, q), OK);
+                    }
+                    // Held behind no doorbell for longer than the timeout: not
+                    // a timeout, the clock starts when the first test rings it.
+                    let mut q = NULL;
+                    let res = api.iput(ctx, 0, 0, sm, 8, 0, dm, 1, NCCL_RMA_OPT_FLAGS_AGGREGATE_REQUESTS, &mut q);
+                    assert_eq!(res, OK);
+                    std::thread::sleep(Duration::from_millis(500));
+                    assert_eq!(api.wait(r.coll, ctx, q), OK, "a request held 500 ms before its doorbell");
+                }
+                ex.barrier();
+                assert_eq!(api.dereg(r.coll, sm), OK);
+                assert_eq!(api.dereg(r.coll, dm), OK);
+                assert_eq!(api.destroy(ctx), OK);
+                ex.barrier();
+                close(api, r);
+            });
+        }
+    });
+}

@@ -27,7 +27,7 @@ use crate::provider::{Access, MemoryRegion, QueuePair};
 use crate::session::comm::CollComm;
 use crate::session::mesh::QpMesh;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 pub const MAX_CONTEXTS: i32 = 64;
@@ -148,7 +148,9 @@ pub struct Request {
     pub first: u64,
     pub target: u64,
     pub op: Op,
-    pub posted: Instant,
+    /// When its doorbell rang (the timeout's start): at post for a ringing
+    /// post; for an aggregated one, the first test after it, which rings.
+    rung: OnceLock<Instant>,
 }
 
 pub struct RmaContext {
@@ -301,7 +303,11 @@ impl RmaContext {
         } else if !aggregate {
             self.ring_pending();
         }
-        Ok(Request { ctx: self.clone(), queue: qi, first, target, op, posted: Instant::now() })
+        let rung = OnceLock::new();
+        if !aggregate {
+            let _ = rung.set(Instant::now());
+        }
+        Ok(Request { ctx: self.clone(), queue: qi, first, target, op, rung })
     }
 
     /// Rings every queue holding published, unrung WQEs.
@@ -334,6 +340,11 @@ impl RmaContext {
         };
         if has_room() {
             return Ok(());
+        }
+        // Room comes back only for WQEs the NIC was told about: ring what
+        // aggregation held back (the caller holds the post lock).
+        if q.deferred.swap(false, Ordering::Relaxed) {
+            q.sq.ring();
         }
         let start = Instant::now();
         loop {
@@ -407,7 +418,8 @@ impl RmaContext {
         if st.done >= req.target {
             return Ok(true);
         }
-        if req.posted.elapsed() > self.timeout {
+        // ring_pending above rang the request if it waited for a doorbell.
+        if req.rung.get_or_init(Instant::now).elapsed() > self.timeout {
             let msg = format!(
                 "{} to rank {} (context {}, QP {:#x}, WQEs {}..{}) not complete after {} ms (completed up to {})",
                 req.op.name(),
