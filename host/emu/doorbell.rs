@@ -6,7 +6,7 @@
 
 use crate::abi::rust_gin_host_doorbell;
 use std::ffi::c_void;
-use std::sync::Weak;
+use std::sync::Arc;
 
 /// What hears the host build's stores to one NIC.
 pub(crate) trait DoorbellSink: Send + Sync {
@@ -20,22 +20,23 @@ pub(crate) trait DoorbellSink: Send + Sync {
 /// (the QP owns it).
 pub struct HostDoorbell {
     port: Box<rust_gin_host_doorbell>,
-    _sink: Box<Weak<dyn DoorbellSink>>,
+    _sink: Box<Arc<dyn DoorbellSink>>,
 }
 
 // SAFETY: the port is immutable after construction; its ctx points at the
-// boxed Weak, which is Send + Sync.
+// boxed Arc, which is Send + Sync.
 unsafe impl Send for HostDoorbell {}
 // SAFETY: as above.
 unsafe impl Sync for HostDoorbell {}
 
 impl HostDoorbell {
-    pub(crate) fn new(sink: Weak<dyn DoorbellSink>) -> HostDoorbell {
+    /// `sink` holds nothing of the NIC's but what doorbells need (no cycle).
+    pub(crate) fn new(sink: Arc<dyn DoorbellSink>) -> HostDoorbell {
         let sink = Box::new(sink);
         let port = Box::new(rust_gin_host_doorbell {
             ring: Some(ring),
             record: Some(record),
-            ctx: &*sink as *const Weak<dyn DoorbellSink> as *const c_void,
+            ctx: &*sink as *const Arc<dyn DoorbellSink> as *const c_void,
         });
         HostDoorbell { port, _sink: sink }
     }
@@ -47,27 +48,20 @@ impl HostDoorbell {
 }
 
 /// # Safety
-/// `ctx` is the boxed Weak of a live [`HostDoorbell`] (the descriptor's owner
+/// `ctx` is the boxed Arc of a live [`HostDoorbell`] (the descriptor's owner
 /// keeps it alive while the queue can be rung).
 unsafe extern "C" fn ring(ctx: *const c_void, reg: *mut u64, value: u64) {
     // SAFETY: per the function contract.
-    let sink = unsafe { &*(ctx as *const Weak<dyn DoorbellSink>) };
-    deliver("doorbell", || match sink.upgrade() {
-        Some(s) => s.doorbell(reg as usize, value),
-        None => tracing::error!(addr = reg as usize, "doorbell for an emulated NIC that is gone: dropped"),
-    });
+    let sink = unsafe { &*(ctx as *const Arc<dyn DoorbellSink>) };
+    deliver("doorbell", || sink.doorbell(reg as usize, value));
 }
 
 /// # Safety
 /// As for [`ring`].
 unsafe extern "C" fn record(ctx: *const c_void, dbr: *mut u32, value: u32) {
     // SAFETY: per the function contract.
-    let sink = unsafe { &*(ctx as *const Weak<dyn DoorbellSink>) };
-    deliver("doorbell record", || {
-        if let Some(s) = sink.upgrade() {
-            s.record(dbr as usize, value);
-        }
-    });
+    let sink = unsafe { &*(ctx as *const Arc<dyn DoorbellSink>) };
+    deliver("doorbell record", || sink.record(dbr as usize, value));
 }
 
 /// Called from C++: a panic must not unwind through it.

@@ -40,7 +40,8 @@ impl EmuQp {
         };
         // SAFETY: as above, for the send queue and its record.
         let qpn = unsafe { nic.create_qp(qp_spec)? };
-        Ok(EmuQp { nic: nic.clone(), qpn, cqn, uar, mem, doorbell: nic.host_doorbell() })
+        let doorbell = nic.host_doorbell(qpn)?;
+        Ok(EmuQp { nic: nic.clone(), qpn, cqn, uar, mem, doorbell })
     }
 
     /// INIT -> RTR (towards `remote`) -> RTS.

@@ -46,7 +46,7 @@ use crate::mlx5::wire::{self, cqe_opcode, syndrome, Cqe, CQE_SIZE, SEND_WQE_BB, 
 use rustc_hash::FxHashMap as HashMap;
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 pub const UAR_PAGE: usize = 4096;
@@ -169,6 +169,8 @@ struct Cq {
 
 struct Qp {
     qpn: u32,
+    /// Where this QP's doorbells arrive (shared with its host doorbell).
+    bell: Arc<Bell>,
     spec: QpSpec,
     state: QpState,
     remote: Option<(u32, u32)>,
@@ -206,18 +208,9 @@ struct Inner {
     fabric: Fabric,
     node: AtomicU32,
     state: Mutex<State>,
-    doorbells: Mutex<Vec<u32>>,
-    /// qpn -> (UAR page, doorbell record), for doorbells, which must not
-    /// wait for the state lock.
-    uar_of: RwLock<HashMap<u32, (usize, usize)>>,
-    counters: Counters,
-    wake: (Mutex<()>, Condvar),
-    /// Work arrived since the polling thread last looked (set without a lock:
-    /// a doorbell or a packet costs an atomic store unless the thread sleeps).
-    /// The polling thread is (about to be) blocked on `wake`: only then is a
-    /// notification worth a system call.
-    sleeping: AtomicBool,
-    woken: AtomicBool,
+    /// What doorbells share with the polling thread (no NIC lock on their path).
+    hub: Arc<Hub>,
+    counters: Arc<Counters>,
     stop: AtomicBool,
     poller: Mutex<Option<std::thread::JoinHandle<()>>>,
     trace: Mutex<Option<Vec<TraceEntry>>>,
@@ -251,9 +244,66 @@ struct Handle {
 /// dropped when its owner lets go).
 struct Port(Weak<Inner>);
 
-impl DoorbellSink for Inner {
+/// What a doorbell and the polling thread share.
+#[derive(Default)]
+struct Hub {
+    /// QPs rung since the polling thread last looked (each once: see Bell::rung).
+    rung: Mutex<Vec<u32>>,
+    wake: (Mutex<()>, Condvar),
+    /// The polling thread is (about to be) blocked on `wake`: only then is a
+    /// notification worth a system call.
+    sleeping: AtomicBool,
+    /// Work arrived since the polling thread last looked (set without a lock:
+    /// a doorbell or a packet costs an atomic store unless the thread sleeps).
+    woken: AtomicBool,
+}
+
+impl Hub {
+    fn wake(&self) {
+        self.woken.store(true, Ordering::SeqCst);
+        if self.sleeping.load(Ordering::SeqCst) {
+            let (m, cv) = &self.wake;
+            let _g = lock(m);
+            cv.notify_one();
+        }
+    }
+}
+
+/// One QP's doorbell register: it knows its QP, so a doorbell needs no
+/// lookup and no NIC lock, and a QP already queued for the polling thread
+/// costs only a flag.
+struct Bell {
+    qpn: u32,
+    uar: usize,
+    dbrec: usize,
+    /// Queued in Hub::rung and not yet taken by a step.
+    rung: AtomicBool,
+    hub: Arc<Hub>,
+    counters: Arc<Counters>,
+}
+
+impl DoorbellSink for Bell {
     fn doorbell(&self, addr: usize, value: u64) {
-        Inner::doorbell(self, addr, value);
+        let page = addr & !(UAR_PAGE - 1);
+        let (qpn, pi) = wire::parse_doorbell(value);
+        if page != self.uar || !DB_REG_RANGE.contains(&(addr - page)) || qpn != self.qpn {
+            self.counters.doorbells_misdirected.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(qpn, addr, "emulated NIC: doorbell for a QP that does not own this UAR register; ignored");
+            return;
+        }
+        self.counters.doorbells.fetch_add(1, Ordering::Relaxed);
+        // The doorbell names the producer index too; the record is what the
+        // NIC trusts. A difference means the record was stale when rung.
+        // SAFETY: the doorbell record is valid while the QP exists (and the
+        // bell is dropped with it, or with its host doorbell after it).
+        let dbr = u32::from_be(unsafe { AtomicU32::from_ptr((self.dbrec + 4 * SND_DBR) as *mut u32) }.load(Ordering::Acquire));
+        if dbr as u16 != pi {
+            self.counters.doorbell_dbr_mismatches.fetch_add(1, Ordering::Relaxed);
+        }
+        if !self.rung.swap(true, Ordering::AcqRel) {
+            lock(&self.hub.rung).push(self.qpn);
+        }
+        self.hub.wake();
     }
     fn record(&self, _addr: usize, _value: u32) {
         self.counters.dbr_writes.fetch_add(1, Ordering::Relaxed);
@@ -304,12 +354,8 @@ impl EmuNic {
                 next_cqn: 0x40,
                 next_pd: 1,
             }),
-            doorbells: Mutex::new(Vec::new()),
-            uar_of: RwLock::new(HashMap::default()),
-            counters: Counters::default(),
-            wake: (Mutex::new(()), Condvar::new()),
-            sleeping: AtomicBool::new(false),
-            woken: AtomicBool::new(false),
+            hub: Arc::new(Hub::default()),
+            counters: Arc::new(Counters::default()),
             stop: AtomicBool::new(false),
             poller: Mutex::new(None),
             trace: Mutex::new(None),
@@ -376,11 +422,12 @@ impl EmuNic {
         addr
     }
 
-    /// The port through which the device library's host build rings this
-    /// NIC's queues (a QP keeps one and names it in its descriptor).
-    pub fn host_doorbell(&self) -> HostDoorbell {
-        let sink: std::sync::Weak<dyn DoorbellSink> = Arc::downgrade(&self.0.inner) as std::sync::Weak<dyn DoorbellSink>;
-        HostDoorbell::new(sink)
+    /// The port through which the device library's host build rings QP
+    /// `qpn` (the QP's owner keeps it and names it in the descriptor).
+    pub fn host_doorbell(&self, qpn: u32) -> Result<HostDoorbell, NicError> {
+        let st = lock(&self.0.inner.state);
+        let bell: Arc<dyn DoorbellSink> = st.qps.get(&qpn).ok_or(NicError::NoSuchQp(qpn))?.bell.clone();
+        Ok(HostDoorbell::new(bell))
     }
 
     pub fn free_uar(&self, page: usize) {
@@ -441,6 +488,14 @@ impl EmuNic {
             qpn,
             Qp {
                 qpn,
+                bell: Arc::new(Bell {
+                    qpn,
+                    uar: spec.uar,
+                    dbrec: spec.dbrec,
+                    rung: AtomicBool::new(false),
+                    hub: self.0.inner.hub.clone(),
+                    counters: self.0.inner.counters.clone(),
+                }),
                 spec,
                 state: QpState::Reset,
                 remote: None,
@@ -452,13 +507,11 @@ impl EmuNic {
             },
         );
         drop(st);
-        self.0.inner.uar_of.write().unwrap_or_else(|e| e.into_inner()).insert(qpn, (spec.uar, spec.dbrec));
         Ok(qpn)
     }
 
     pub fn destroy_qp(&self, qpn: u32) -> Result<(), NicError> {
         lock(&self.0.inner.state).qps.remove(&qpn).ok_or(NicError::NoSuchQp(qpn))?;
-        self.0.inner.uar_of.write().unwrap_or_else(|e| e.into_inner()).remove(&qpn);
         Ok(())
     }
 
@@ -598,14 +651,15 @@ fn poll_loop(weak: Weak<Inner>) {
         // Sleep until woken; cross-process packets do not wake us, so poll
         // again soon regardless. Announce the sleep before the last look at
         // `woken`: a waker that misses `sleeping` has set `woken` first.
-        let (m, cv) = &inner.wake;
+        let hub = &inner.hub;
+        let (m, cv) = &hub.wake;
         let g = lock(m);
-        inner.sleeping.store(true, Ordering::SeqCst);
-        if !inner.woken.swap(false, Ordering::SeqCst) {
+        hub.sleeping.store(true, Ordering::SeqCst);
+        if !hub.woken.swap(false, Ordering::SeqCst) {
             let _ = cv.wait_timeout(g, Duration::from_micros(50));
         }
-        inner.sleeping.store(false, Ordering::SeqCst);
-        inner.woken.store(false, Ordering::Relaxed);
+        hub.sleeping.store(false, Ordering::SeqCst);
+        hub.woken.store(false, Ordering::Relaxed);
         idle = 0;
     }
 }
@@ -616,11 +670,6 @@ impl Inner {
     }
 
     fn wake(&self) {
-        self.woken.store(true, Ordering::SeqCst);
-        if self.sleeping.load(Ordering::SeqCst) {
-            let (m, cv) = &self.wake;
-            let _g = lock(m);
-            cv.notify_one();
-        }
+        self.hub.wake();
     }
 }

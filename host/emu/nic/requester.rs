@@ -5,33 +5,16 @@ use super::*;
 
 impl Inner {
     /// A doorbell store arrived through a QP's host doorbell.
-    pub(super) fn doorbell(&self, addr: usize, value: u64) {
-        let page = addr & !(UAR_PAGE - 1);
-        let (qpn, pi) = wire::parse_doorbell(value);
-        let ok_offset = DB_REG_RANGE.contains(&(addr - page));
-        let owner = self.uar_of.read().unwrap_or_else(|e| e.into_inner()).get(&qpn).copied();
-        let Some((_, dbrec)) = owner.filter(|(uar, _)| ok_offset && *uar == page) else {
-            self.counters.doorbells_misdirected.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(qpn, addr, "emulated NIC: doorbell for a QP that does not own this UAR register; ignored");
-            return;
-        };
-        self.counters.doorbells.fetch_add(1, Ordering::Relaxed);
-        // The doorbell names the producer index too; the record is what the
-        // NIC trusts. A difference means the record was stale when rung.
-        // SAFETY: the doorbell record is valid while the QP exists.
-        let dbr = u32::from_be(unsafe { AtomicU32::from_ptr((dbrec + 4 * SND_DBR) as *mut u32) }.load(Ordering::Acquire));
-        if dbr as u16 != pi {
-            self.counters.doorbell_dbr_mismatches.fetch_add(1, Ordering::Relaxed);
-        }
-        lock(&self.doorbells).push(qpn);
-        self.wake();
-    }
-
     pub(super) fn step(&self) -> bool {
         let mut st = lock(&self.state);
         let mut progress = land_posted(&mut st, Some(Instant::now())) > 0;
-        let rung: Vec<u32> = std::mem::take(&mut *lock(&self.doorbells));
+        let rung: Vec<u32> = std::mem::take(&mut *lock(&self.hub.rung));
         for qpn in rung {
+            // Before the send queue is read: a doorbell from now on queues
+            // the QP again.
+            if let Some(qp) = st.qps.get(&qpn) {
+                qp.bell.rung.store(false, Ordering::Release);
+            }
             st.dirty.insert(qpn);
             progress = true;
         }
