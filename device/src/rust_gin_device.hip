@@ -127,10 +127,9 @@ RG_EXTERN_C RG_DEV int rust_gin_put(const void* handle, uint32_t context, uint32
   // A counter advances when the put's last WQE completed (credited by a
   // poller of the queue): the lane does not wait for it.
   const uint32_t counter_tag = has_counter ? counter_id + 1 : 0;
-  if (bytes && has_signal) {
-    s = post(x, peer, w, sig, 2, flags, counter_tag);
-  } else if (bytes || has_signal) {
-    s = post(x, peer, bytes ? w : sig, sig, 1, flags, counter_tag);
+  if (bytes || has_signal) {
+    // The data, the signal, or both: r_first .. r_(first+n-1) of (w, sig).
+    s = post(x, peer, w, sig, (bytes != 0) + has_signal, flags, counter_tag, bytes ? 0 : 1);
   } else if (has_counter) {
     // A zero-byte put without a signal moves nothing: complete at once.
     atomic_fetch_add(word<uint64_t>(x.c->counters, counter_id), uint64_t{1}, __ATOMIC_RELEASE, Scope::agent);

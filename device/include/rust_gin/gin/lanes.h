@@ -76,7 +76,7 @@ RG_INLINE void in_lane_order(uint64_t group, Body body) {
 // lanes go through each batch with nothing to post.
 template <RingPolicy R>
 RG_INLINE int post_lane(const rust_gin_mlx5_sq* q, const Request& r0, const Request& r1, uint32_t n,
-                        uint64_t* last, uint32_t counter_tag = 0) {
+                        uint64_t* last, uint32_t counter_tag = 0, uint32_t first = 0) {
   const uint32_t me = wave::lane_id();
   int status = RUST_GIN_OK;
   for_each_queue_group(q, wave::ballot(true), [&](uint64_t group, uint32_t, const rust_gin_mlx5_sq* gq) {
@@ -121,7 +121,7 @@ RG_INLINE int post_lane(const rust_gin_mlx5_sq* q, const Request& r0, const Requ
       if (!s && cnt) {
         for (uint32_t k = 0; k < cnt; ++k) {
           const uint32_t i = before + k;
-          const Request& r = posted + k ? r1 : r0;
+          const Request& r = first + posted + k ? r1 : r0;
           const bool cqe = sq.wants_cqe(base, total, i, r);
           if (r.opcode == mlx5::OP_RDMA_READ) sq.note_read(base + i);
           if (counter_tag && posted + k + 1 == n) sq.note_counter(base + i, counter_tag);
