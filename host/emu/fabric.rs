@@ -165,6 +165,37 @@ impl Fabric {
         }
     }
 
+    /// Sends the packets of `q` (all for `dst`, in order) until the wire is
+    /// full; what it could not take stays in `q`. One lock and one wake for
+    /// an in-process inbox, whatever the count. Returns how many went.
+    pub fn send_batch(&self, dst: u32, q: &mut VecDeque<Packet>) -> Result<usize, WireError> {
+        match &*self.0 {
+            Kind::Threads(_) => {
+                let node = self.node(dst).ok_or(WireError::UnknownNode(dst))?;
+                let n = q.len();
+                node.inbox.lock().unwrap_or_else(|e| e.into_inner()).extend(q.drain(..));
+                if let Some(nic) = node.nic.upgrade() {
+                    nic.wake();
+                }
+                Ok(n)
+            }
+            Kind::Shm(s) => {
+                let mut n = 0;
+                while let Some(p) = q.pop_front() {
+                    match s.try_send(p) {
+                        Ok(()) => n += 1,
+                        Err(SendError::Full(p)) => {
+                            q.push_front(p);
+                            break;
+                        }
+                        Err(SendError::Wire(e)) => return Err(e),
+                    }
+                }
+                Ok(n)
+            }
+        }
+    }
+
     /// Moves up to `max` packets for `node` into `out` (one lock for an
     /// in-process inbox). Returns how many.
     pub fn recv_batch(&self, node: u32, out: &mut VecDeque<Packet>, max: usize) -> usize {

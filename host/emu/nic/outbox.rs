@@ -1,13 +1,14 @@
-//! Sending without waiting: packets the wire cannot take now (a full
-//! shared-memory ring) wait here, per destination and in order, while the NIC
-//! goes on draining its own inbox, so loopback and two NICs sending to each
+//! Sending without waiting: packets wait here, per destination and in order,
+//! until the end of the step, which hands each destination's packets to the
+//! wire together (one lock per destination, not per packet); what the wire
+//! cannot take now (a full shared-memory ring) stays while the NIC goes on
+//! draining its own inbox, so loopback and two NICs sending to each
 //! other make progress. A destination whose process is gone, or whose ring
 //! stays full for STALL_LIMIT, fails the messages bound for it (as a real
 //! requester's retries run out: TRANSPORT_RETRY_EXC_ERR) and delays nobody
 //! else.
 
 use super::*;
-use crate::emu::shm::SendError;
 use std::collections::BTreeMap;
 
 /// How long a destination may refuse every packet before it counts as stuck.
@@ -34,25 +35,12 @@ impl Outbox {
 }
 
 impl Inner {
-    /// Sends `p`, or keeps it when the wire is full (behind whatever already
-    /// waits for the same destination, so order holds).
+    /// Queues `p` for its destination; the step sends each destination's
+    /// packets together at its end (flush_outbox), in order.
     pub(super) fn send(&self, outbox: &mut Outbox, p: Packet) -> Result<(), WireError> {
-        if let Some(w) = outbox.by_dst.get_mut(&p.dst_node) {
-            w.packets.push_back(p);
-            return Ok(());
-        }
-        match self.fabric.try_send(p) {
-            Ok(()) => {
-                self.counters.packets_sent.fetch_add(1, Ordering::Relaxed);
-                Ok(())
-            }
-            Err(SendError::Full(p)) => {
-                let dst = p.dst_node;
-                outbox.by_dst.insert(dst, Waiting { packets: VecDeque::from([p]), since: Instant::now() });
-                Ok(())
-            }
-            Err(SendError::Wire(e)) => Err(e),
-        }
+        outbox.by_dst.entry(p.dst_node).or_insert_with(|| Waiting { packets: VecDeque::new(), since: Instant::now() });
+        outbox.by_dst.get_mut(&p.dst_node).expect("inserted").packets.push_back(p);
+        Ok(())
     }
 
     /// Moves waiting packets to the wire; fails destinations that are gone
@@ -61,27 +49,23 @@ impl Inner {
         let mut progress = false;
         let mut failed = Vec::new();
         for (&dst, w) in st.outbox.by_dst.iter_mut() {
-            while let Some(p) = w.packets.pop_front() {
-                match self.fabric.try_send(p) {
-                    Ok(()) => {
-                        self.counters.packets_sent.fetch_add(1, Ordering::Relaxed);
-                        w.since = Instant::now();
-                        progress = true;
-                    }
-                    Err(SendError::Full(p)) => {
-                        w.packets.push_front(p);
-                        break;
-                    }
-                    Err(SendError::Wire(e)) => {
-                        failed.push((dst, e));
-                        break;
-                    }
+            let before = w.packets.len();
+            match self.fabric.send_batch(dst, &mut w.packets) {
+                Ok(0) => {}
+                Ok(n) => {
+                    self.counters.packets_sent.fetch_add(n as u64, Ordering::Relaxed);
+                    w.since = Instant::now();
+                    progress = true;
+                }
+                Err(e) => {
+                    failed.push((dst, e));
+                    continue;
                 }
             }
-            if !w.packets.is_empty() && failed.last().is_none_or(|(d, _)| *d != dst) {
+            if !w.packets.is_empty() {
                 if !self.fabric.peer_alive(dst) {
                     failed.push((dst, WireError::PeerGone(dst)));
-                } else if w.since.elapsed() > STALL_LIMIT {
+                } else if w.packets.len() == before && w.since.elapsed() > STALL_LIMIT {
                     failed.push((dst, WireError::Stalled { dst, secs: STALL_LIMIT.as_secs() }));
                 }
             }
