@@ -86,10 +86,11 @@ fn sweep() -> Vec<Run> {
 #[test]
 fn table_says_emulated_and_prints_spread_and_ranges() {
     let runs = sweep();
-    let setup = report::Setup { emulated: true, ranks: 2, lanes: 1, lane_mode: "queues".into(), repeats: 3, min_time_ms: 100 };
+    let setup = report::Setup { emulated: true, ranks: 2, lanes: 1, lane_mode: "queues".into(), repeats: 3, min_time_ms: 100, cpus: 2, load: (0.5, 1.5) };
     let t = report::render(&stats::samples(&runs), &stats::ratios(&runs), report::Format::Table, &setup);
     assert!(t.contains("emulated NIC"), "{t}");
     assert!(t.contains("medians of 3 repeats, every timed run >= 100 ms"), "{t}");
+    assert!(t.contains("2 CPUs, load average 0.5 at the start, 1.5 at the end"), "{t}");
     assert!(t.contains("64 KiB") && t.contains("1 MiB") && t.contains("8 B"), "{t}");
     // 8-byte put, repeats k = 1.0, 1.1, 1.2: proxy/direct rtt is 3 in each.
     assert!(t.contains("3.00 [3.00-3.00]"), "{t}");
@@ -121,4 +122,15 @@ fn chart_has_a_rate_panel_sizes_in_units_and_one_colour_per_op() {
     for want in ["message rate", "bandwidth", "round trip", "64 KiB", "1 MiB", "emulated", "dashed: proxy"] {
         assert!(svg.contains(want), "chart lacks {want:?}");
     }
+}
+
+#[test]
+fn all_cpu_ratio_counts_requesters_nic_and_host() {
+    let mut d = run("direct", "put", 8, 0, 1.0, 1.0, 1.0, 0.0);
+    (d.requester_cpu_ns, d.nic_cpu_ns) = (100.0, 200.0);
+    let mut p = run("proxy", "put", 8, 0, 1.0, 1.0, 1.0, 600.0);
+    (p.requester_cpu_ns, p.nic_cpu_ns) = (100.0, 300.0);
+    let r = stats::ratios(&[d, p]);
+    assert_eq!(r[0].total_cpu.median, 0.3);
+    assert_eq!(r[0].host_cpu.median, 0.0);
 }

@@ -205,30 +205,42 @@ fn run(args: Args) -> Result<(), String> {
     if matches!(args.path, PathArg::Proxy | PathArg::Both) {
         paths.push(PathArg::Proxy);
     }
-    // Each repeat builds each path's world afresh and measures every point
-    // on it, alone in the process; the order alternates between repeats so
-    // that drift on a shared machine does not favour one path.
+    // Each point is measured `repeats` times on each path, the repeats of
+    // both paths back to back (the order alternating) so that a same-run
+    // ratio compares measurements seconds apart, not a sweep apart, on a
+    // machine whose load drifts. Every measurement gets a fresh world,
+    // alone in the process: no idle proxy or NIC thread of the other path
+    // competes for the cores or lands in its CPU figures.
+    let load_start = report::load_average();
     let mut runs = Vec::new();
-    for rep in 0..args.repeats {
-        let mut order = paths.clone();
-        if rep % 2 == 1 {
-            order.reverse();
-        }
-        for which in order {
-            let before = cpu::threads_named("emu-nic");
-            let path: Box<dyn perf::Path> = match which {
-                PathArg::Proxy => perf::proxy::build(&config, args.ranks, max as usize).map_err(|e| e.to_string())?,
-                _ => {
-                    let world = perf::world::build(&config, args.ranks, settings, max as usize).map_err(|e| e.to_string())?;
-                    Box::new(Direct { ranks: world, lane_contexts: lane_mode == LaneMode::Queues })
-                }
-            };
-            // The emulated NIC threads this world started (one per rank).
-            let nic_tids: Vec<i32> = cpu::threads_named("emu-nic").into_iter().filter(|t| !before.contains(t)).collect();
-            if emulated && nic_tids.is_empty() {
-                eprintln!("gin-perf: found no emulated NIC thread for the {} path; its NIC CPU reads 0", path.name());
+    let build = |which: PathArg| -> Result<(Box<dyn perf::Path>, Vec<i32>), String> {
+        let before = cpu::threads_named("emu-nic");
+        let path: Box<dyn perf::Path> = match which {
+            PathArg::Proxy => perf::proxy::build(&config, args.ranks, max as usize).map_err(|e| e.to_string())?,
+            _ => {
+                let world = perf::world::build(&config, args.ranks, settings, max as usize).map_err(|e| e.to_string())?;
+                Box::new(Direct { ranks: world, lane_contexts: lane_mode == LaneMode::Queues })
             }
-            runs.extend(perf::measure(&*path, &nic_tids, &params, rep, progress).map_err(|e| e.to_string())?);
+        };
+        // The emulated NIC threads this world started (one per rank).
+        let nic_tids: Vec<i32> = cpu::threads_named("emu-nic").into_iter().filter(|t| !before.contains(t)).collect();
+        if emulated && nic_tids.is_empty() {
+            eprintln!("gin-perf: found no emulated NIC thread for the {} path; its NIC CPU reads 0", path.name());
+        }
+        Ok((path, nic_tids))
+    };
+    for (op, bytes) in perf::points(&params) {
+        for rep in 0..args.repeats {
+            let mut order = paths.clone();
+            if rep % 2 == 1 {
+                order.reverse();
+            }
+            for &which in &order {
+                let (path, nic_tids) = build(which)?;
+                let run = perf::measure(&*path, &nic_tids, &params, op, bytes, rep).map_err(|e| e.to_string())?;
+                progress(&run);
+                runs.push(run);
+            }
         }
     }
     let samples = stats::samples(&runs);
@@ -240,6 +252,8 @@ fn run(args: Args) -> Result<(), String> {
         lane_mode: lane_mode.name().into(),
         repeats: args.repeats,
         min_time_ms: min_time.as_millis() as u64,
+        cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        load: (load_start, report::load_average()),
     };
     print!("{}", report::render(&samples, &ratios, format, &setup));
     if !args.no_datapath && emulated && format == report::Format::Table {

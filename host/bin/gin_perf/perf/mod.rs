@@ -331,22 +331,25 @@ fn bandwidth(path: &dyn Path, op: Op, bytes: u64, p: &Params, run: &mut Run) -> 
     Ok(())
 }
 
-/// Every (op, size) for one path, once; `nic_tids` are the threads of the
+/// The (op, size) points of a sweep, in order; `signal` has one, of 0 bytes.
+pub fn points(p: &Params) -> Vec<(Op, u64)> {
+    p.ops
+        .iter()
+        .flat_map(|&op| {
+            let sizes: Vec<u64> = if op.moves_data() { p.sizes.clone() } else { vec![0] };
+            sizes.into_iter().map(move |b| (op, b))
+        })
+        .collect()
+}
+
+/// One (op, size) on one path, once; `nic_tids` are the threads of the
 /// emulated NICs this path uses.
-pub fn measure(path: &dyn Path, nic_tids: &[i32], p: &Params, repeat: usize, mut progress: impl FnMut(&Run)) -> Result<Vec<Run>> {
-    let mut out = Vec::new();
-    for &op in &p.ops {
-        let sizes: Vec<u64> = if op.moves_data() { p.sizes.clone() } else { vec![0] };
-        for &bytes in &sizes {
-            let mut run = Run { path: path.name().into(), op: op.name().into(), bytes, repeat, ..Default::default() };
-            (run.rtt_median_us, run.rtt_p99_us, run.rtt_secs) = latency(path, op, bytes, p.min_time, p.warmup)?;
-            rate(path, nic_tids, op, bytes, p, &mut run)?;
-            if op.moves_data() {
-                bandwidth(path, op, bytes, p, &mut run)?;
-            }
-            progress(&run);
-            out.push(run);
-        }
+pub fn measure(path: &dyn Path, nic_tids: &[i32], p: &Params, op: Op, bytes: u64, repeat: usize) -> Result<Run> {
+    let mut run = Run { path: path.name().into(), op: op.name().into(), bytes, repeat, ..Default::default() };
+    (run.rtt_median_us, run.rtt_p99_us, run.rtt_secs) = latency(path, op, bytes, p.min_time, p.warmup)?;
+    rate(path, nic_tids, op, bytes, p, &mut run)?;
+    if op.moves_data() {
+        bandwidth(path, op, bytes, p, &mut run)?;
     }
-    Ok(out)
+    Ok(run)
 }

@@ -22,6 +22,18 @@ pub struct Setup {
     pub lane_mode: String,
     pub repeats: usize,
     pub min_time_ms: u64,
+    /// CPUs and the 1-minute load average at the start and the end: wall
+    /// clock figures from a loaded machine mean less (CPU figures hold up).
+    pub cpus: usize,
+    pub load: (f64, f64),
+}
+
+/// The 1-minute load average (Linux), or NaN.
+pub fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|x| x.parse().ok()))
+        .unwrap_or(f64::NAN)
 }
 
 pub fn title(emulated: bool, what: &str) -> String {
@@ -70,6 +82,11 @@ pub fn render(samples: &[Sample], ratios: &[Ratio], format: Format, setup: &Setu
                 "{} ranks, {} lane(s) ({}), medians of {} repeats, every timed run >= {} ms; spread = (max-min)/median",
                 setup.ranks, setup.lanes, setup.lane_mode, setup.repeats, setup.min_time_ms
             );
+            let _ = writeln!(
+                s,
+                "machine: {} CPUs, load average {:.1} at the start, {:.1} at the end (other processes compete for the cores)",
+                setup.cpus, setup.load.0, setup.load.1
+            );
             let _ = writeln!(s, "  rtt: ping-pong round trip (put, get: post to completion); Mops: message rate, all lanes, until flushed;");
             let _ = writeln!(s, "  GB/s: separate one-lane stream, until the data is at its destination; per-op counters and CPU come from");
             let _ = writeln!(s, "  the message-rate run: req = requesting threads (the GPU's part), nic = emulated NIC threads,");
@@ -105,18 +122,24 @@ pub fn render(samples: &[Sample], ratios: &[Ratio], format: Format, setup: &Setu
             }
             if !ratios.is_empty() {
                 let _ = writeln!(s, "\n{}", title(emulated, "direct vs proxy, ratio within each repeat: median [min-max]"));
-                let _ = writeln!(s, "  latency: proxy rtt / direct rtt; rate, bandwidth: direct / proxy; host CPU: direct / proxy (lower favours direct)");
-                let _ = writeln!(s, "{:<10} {:>7} {:>20} {:>20} {:>20} {:>20}", "op", "size", "latency x", "rate x", "bandwidth x", "host CPU x");
+                let _ = writeln!(s, "  latency: proxy rtt / direct rtt; rate, bandwidth: direct / proxy (above 1 favours direct);");
+                let _ = writeln!(s, "  host CPU, all CPU (req + nic + host) per op: direct / proxy (below 1 favours direct)");
+                let _ = writeln!(
+                    s,
+                    "{:<10} {:>7} {:>18} {:>18} {:>18} {:>22} {:>18}",
+                    "op", "size", "latency x", "rate x", "bandwidth x", "host CPU x", "all CPU x"
+                );
                 for r in ratios {
                     let _ = writeln!(
                         s,
-                        "{:<10} {:>7} {:>20} {:>20} {:>20} {:>20}",
+                        "{:<10} {:>7} {:>18} {:>18} {:>18} {:>22} {:>18}",
                         r.op,
                         if r.op == "signal" { "-".into() } else { size_label(r.bytes) },
                         range(&r.latency),
                         range(&r.rate),
                         if r.bandwidth.n > 0 { range(&r.bandwidth) } else { "-".into() },
                         if r.host_cpu.n > 0 { format!("{:.4} [{:.4}-{:.4}]", r.host_cpu.median, r.host_cpu.min, r.host_cpu.max) } else { "-".into() },
+                        range(&r.total_cpu),
                     );
                 }
             }
@@ -143,13 +166,16 @@ pub fn render(samples: &[Sample], ratios: &[Ratio], format: Format, setup: &Setu
         Format::Json => {
             let _ = write!(
                 s,
-                "{{\"title\":{:?},\"emulated\":{emulated},\"ranks\":{},\"lanes\":{},\"lane_mode\":{:?},\"repeats\":{},\"min_time_ms\":{},\"samples\":[",
+                "{{\"title\":{:?},\"emulated\":{emulated},\"ranks\":{},\"lanes\":{},\"lane_mode\":{:?},\"repeats\":{},\"min_time_ms\":{},\"cpus\":{},\"load_start\":{:.2},\"load_end\":{:.2},\"samples\":[",
                 title(emulated, "gin-perf"),
                 setup.ranks,
                 setup.lanes,
                 setup.lane_mode,
                 setup.repeats,
-                setup.min_time_ms
+                setup.min_time_ms,
+                setup.cpus,
+                setup.load.0,
+                setup.load.1
             );
             for (i, x) in samples.iter().enumerate() {
                 let stats: Vec<String> = STATS.iter().zip(stats_of(x)).map(|(n, st)| stat_json(n, st)).collect();
@@ -164,14 +190,15 @@ pub fn render(samples: &[Sample], ratios: &[Ratio], format: Format, setup: &Setu
             for (i, r) in ratios.iter().enumerate() {
                 let _ = write!(
                     s,
-                    "{}{{\"op\":{:?},\"bytes\":{},{},{},{},{}}}",
+                    "{}{{\"op\":{:?},\"bytes\":{},{},{},{},{},{}}}",
                     if i == 0 { "" } else { "," },
                     r.op,
                     r.bytes,
                     stat_json("latency_proxy_over_direct", &r.latency),
                     stat_json("rate_direct_over_proxy", &r.rate),
                     stat_json("bandwidth_direct_over_proxy", &r.bandwidth),
-                    stat_json("host_cpu_direct_over_proxy", &r.host_cpu)
+                    stat_json("host_cpu_direct_over_proxy", &r.host_cpu),
+                    stat_json("all_cpu_direct_over_proxy", &r.total_cpu)
                 );
             }
             let _ = writeln!(s, "]}}");

@@ -34,6 +34,12 @@ pub struct Run {
     pub sys_cpu_ns: f64,
 }
 
+impl Run {
+    pub fn total_cpu_ns(&self) -> f64 {
+        self.requester_cpu_ns + self.nic_cpu_ns + self.host_cpu_ns
+    }
+}
+
 /// A figure over repeats: median, smallest and largest.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Stat {
@@ -99,6 +105,9 @@ pub struct Ratio {
     pub bandwidth: Stat,
     /// direct host CPU per op / proxy host CPU per op.
     pub host_cpu: Stat,
+    /// The same for all CPU per op (requesters + NIC + host): robust to a
+    /// loaded machine, where wall-clock rates are not.
+    pub total_cpu: Stat,
 }
 
 fn keys(runs: &[Run]) -> Vec<(String, String, u64)> {
@@ -165,6 +174,7 @@ pub fn ratios(runs: &[Run]) -> Vec<Ratio> {
             rate: Stat::of(pairs.iter().map(|(d, p)| div(d.mops, p.mops))),
             bandwidth: Stat::of(pairs.iter().map(|(d, p)| div(d.bandwidth_gbs, p.bandwidth_gbs))),
             host_cpu: Stat::of(pairs.iter().map(|(d, p)| div(d.host_cpu_ns, p.host_cpu_ns))),
+            total_cpu: Stat::of(pairs.iter().map(|(d, p)| div(d.total_cpu_ns(), p.total_cpu_ns()))),
             op,
             bytes,
         });
