@@ -114,6 +114,7 @@ fn chart_has_a_rate_panel_sizes_in_units_and_one_colour_per_op() {
     assert_eq!(chart::colour(&d.op), chart::colour(&p.op), "one operation, one colour");
     assert_ne!(chart::colour("put"), chart::colour("get"));
     assert_eq!(d.points[1].0, 16.0, "x is log2 of the size");
+    assert_eq!((chart::axis_number(700.0), chart::axis_number(2.5), chart::axis_number(0.01)), ("700".into(), "2.5".into(), "0.01".into()));
 
     let path = std::env::temp_dir().join(format!("gin-perf-chart-{}.svg", std::process::id()));
     chart::write_svg(&path, &samples, true).unwrap();

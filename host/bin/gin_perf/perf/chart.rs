@@ -51,6 +51,12 @@ pub fn lines(samples: &[Sample], f: impl Fn(&Sample) -> f64) -> Vec<Line> {
         .collect()
 }
 
+/// A tick value without trailing zeros: 700, 2.5, 0.01.
+pub fn axis_number(y: f64) -> String {
+    let t = if y >= 10.0 { format!("{y:.0}") } else { format!("{y:.4}") };
+    if t.contains('.') { t.trim_end_matches('0').trim_end_matches('.').to_string() } else { t }
+}
+
 fn panel<DB: DrawingBackend>(
     area: &DrawingArea<DB, plotters::coord::Shift>,
     caption: &str,
@@ -83,6 +89,9 @@ fn panel<DB: DrawingBackend>(
             let r = x.round();
             if (x - r).abs() < 1e-6 && r >= 0.0 { size_label(1u64 << r as u32) } else { String::new() }
         })
+        .y_labels(8)
+        .y_label_formatter(&|y| axis_number(*y))
+        .light_line_style(RGBColor(238, 238, 238))
         .draw()
         .map_err(|x| e(&x))?;
     for l in data {
