@@ -1,15 +1,17 @@
 //! gin-perf: the put/signal microbenchmark. Runs the device-initiated path
 //! (the device library posting straight to the NIC) and a model of RCCL's
 //! proxy path (a host thread turning descriptors into RMA-plugin calls) side
-//! by side, on the emulated NIC by default, and prints latency, bandwidth,
-//! message rate, the NIC's counters per operation and host CPU per operation.
+//! by side, on the emulated NIC by default, and prints round-trip latency,
+//! message rate and bandwidth (separate runs), the NIC's counters per
+//! operation and the CPU per operation of the requesters, the emulated NIC
+//! and the rest of the host, as medians over repeats with their spread.
 
 mod perf;
 
 use clap::{Parser, ValueEnum};
 use rccl_rust_gin::config::{Config, ProviderKind};
 use rccl_rust_gin::gin::context::Settings;
-use perf::{datapath, direct::Direct, report, Op, Params};
+use perf::{cpu, datapath, direct::Direct, report, stats, LaneMode, Op, Params};
 use std::process::ExitCode;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -26,6 +28,14 @@ enum PathArg {
     Direct,
     Proxy,
     Both,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum LaneArg {
+    /// One thread per lane, each on its own queue (direct: its own context).
+    Queues,
+    /// The lanes as one lockstep wave on one queue: one ticket and one doorbell per wave-wide post.
+    Wave,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -47,10 +57,13 @@ struct Args {
     /// Message size or range MIN:MAX in bytes (powers of two between; K and M suffixes), 8 B to 16 MiB.
     #[arg(short = 's', long, default_value = "8:1M")]
     size: String,
-    /// Iterations per point (scaled down for large messages).
-    #[arg(short = 'n', long, default_value_t = 2000)]
-    iters: usize,
-    /// Warm-up iterations per latency point.
+    /// Least duration of every timed run, ms (each point runs latency, rate and bandwidth this long).
+    #[arg(short = 't', long, default_value_t = 100)]
+    min_time_ms: u64,
+    /// Repeats of the whole sweep, both paths in each; figures are medians with their spread.
+    #[arg(short = 'R', long, default_value_t = 3)]
+    repeats: usize,
+    /// Warm-up round trips per latency point.
     #[arg(short = 'w', long, default_value_t = 100)]
     warmup: usize,
     #[arg(short = 'o', long, value_enum, default_value = "all")]
@@ -66,9 +79,12 @@ struct Args {
     /// Concurrent requesters (lanes) on rank 0 for bandwidth and message rate.
     #[arg(short = 'l', long, default_value_t = 1)]
     lanes: usize,
+    /// How the lanes reach the NIC: their own queues or one wave sharing a queue.
+    #[arg(long, value_enum, default_value = "queues")]
+    lane_mode: LaneArg,
     #[arg(short = 'f', long, value_enum, default_value = "table")]
     format: FormatArg,
-    /// Where to write the SVG chart of latency and bandwidth against size.
+    /// Where to write the SVG chart of latency, message rate and bandwidth against size.
     #[arg(long, default_value = "target/gin-perf.svg")]
     chart: std::path::PathBuf,
     /// Skip the data-path figures (WQEBBs per put, doorbells per batch, ...).
@@ -154,41 +170,112 @@ fn run(args: Args) -> Result<(), String> {
         FormatArg::Json => report::Format::Json,
         FormatArg::Csv => report::Format::Csv,
     };
-    let params = Params { sizes: sizes.clone(), iters: args.iters, warmup: args.warmup, ops, lanes: args.lanes };
+    if args.repeats == 0 {
+        return Err("--repeats must be at least 1".into());
+    }
+    let lane_mode = match args.lane_mode {
+        LaneArg::Queues => LaneMode::Queues,
+        LaneArg::Wave => LaneMode::Wave,
+    };
+    let min_time = std::time::Duration::from_millis(args.min_time_ms.max(1));
+    let params = Params { sizes: sizes.clone(), ops, lanes: args.lanes, lane_mode, min_time, warmup: args.warmup };
     let max = *sizes.iter().max().unwrap_or(&8);
     let settings = Settings {
         n_signals: 4,
         n_counters: 4,
-        n_contexts: 1,
+        // Own queues: one context (a QP per peer) per lane.
+        n_contexts: if lane_mode == LaneMode::Queues { args.lanes as u32 } else { 1 },
         log_depth: 10,
         traffic_class: 0,
         backend_version: 0,
         rank_stride: 1,
     };
-    let mut samples = Vec::new();
-    let progress = |s: &perf::Sample| {
+    let progress = |r: &perf::Run| {
         if format == report::Format::Table {
-            eprintln!("  {} {} {} B: rtt {:.2} us, {:.3} GB/s", s.path, s.op, s.bytes, s.rtt_median_us, s.bandwidth_gbs)
+            eprintln!(
+                "  [{}] {} {} {}: rtt {:.2} us, {:.3} Mops, {:.3} GB/s",
+                r.repeat, r.path, r.op, report::size_label(r.bytes), r.rtt_median_us, r.mops, r.bandwidth_gbs
+            )
         }
     };
+    let mut paths = vec![];
     if matches!(args.path, PathArg::Direct | PathArg::Both) {
-        let world = perf::world::build(&config, args.ranks, settings, max as usize).map_err(|e| e.to_string())?;
-        let d = Direct { ranks: world };
-        samples.extend(perf::measure(&d, &params, progress).map_err(|e| e.to_string())?);
+        paths.push(PathArg::Direct);
     }
     if matches!(args.path, PathArg::Proxy | PathArg::Both) {
-        let p = perf::proxy::build(&config, args.ranks, max as usize).map_err(|e| e.to_string())?;
-        samples.extend(perf::measure(&*p, &params, progress).map_err(|e| e.to_string())?);
+        paths.push(PathArg::Proxy);
     }
-    print!("{}", report::render(&samples, format, emulated));
+    // Each point is measured `repeats` times on each path, the repeats of
+    // both paths back to back (the order alternating) so that a same-run
+    // ratio compares measurements seconds apart, not a sweep apart, on a
+    // machine whose load drifts. Every measurement gets a fresh world,
+    // alone in the process: no idle proxy or NIC thread of the other path
+    // competes for the cores or lands in its CPU figures.
+    let load_start = report::load_average();
+    let mut runs = Vec::new();
+    let build = |which: PathArg| -> Result<(Box<dyn perf::Path>, Vec<i32>), String> {
+        let before = cpu::threads_named("emu-nic");
+        let path: Box<dyn perf::Path> = match which {
+            PathArg::Proxy => perf::proxy::build(&config, args.ranks, max as usize).map_err(|e| e.to_string())?,
+            _ => {
+                let world = perf::world::build(&config, args.ranks, settings, max as usize).map_err(|e| e.to_string())?;
+                Box::new(Direct { ranks: world, lane_contexts: lane_mode == LaneMode::Queues })
+            }
+        };
+        // The emulated NIC threads this world started (one per rank).
+        let nic_tids: Vec<i32> = cpu::threads_named("emu-nic").into_iter().filter(|t| !before.contains(t)).collect();
+        if emulated && nic_tids.is_empty() {
+            eprintln!("gin-perf: found no emulated NIC thread for the {} path; its NIC CPU reads 0", path.name());
+        }
+        Ok((path, nic_tids))
+    };
+    for (op, bytes) in perf::points(&params) {
+        for rep in 0..args.repeats {
+            let mut order = paths.clone();
+            if rep % 2 == 1 {
+                order.reverse();
+            }
+            for &which in &order {
+                let (path, nic_tids) = build(which)?;
+                let run = perf::measure(&*path, &nic_tids, &params, op, bytes, rep).map_err(|e| e.to_string())?;
+                progress(&run);
+                runs.push(run);
+            }
+        }
+    }
+    let samples = stats::samples(&runs);
+    let ratios = stats::ratios(&runs);
+    let setup = report::Setup {
+        emulated,
+        ranks: args.ranks,
+        lanes: args.lanes,
+        lane_mode: lane_mode.name().into(),
+        repeats: args.repeats,
+        min_time_ms: min_time.as_millis() as u64,
+        cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        load: (load_start, report::load_average()),
+    };
+    print!("{}", report::render(&samples, &ratios, format, &setup));
     if !args.no_datapath && emulated && format == report::Format::Table {
-        let f = datapath::run(200).map_err(|e| e.to_string())?;
-        println!("\n{}", report::title(true, "data-path figures (mlx5 producer, batches of 64 requests)"));
+        let f = datapath::run(min_time).map_err(|e| e.to_string())?;
+        println!("\n{}", report::title(true, "data-path figures (mlx5 producer, one thread each)"));
+        println!("  64-byte store loop (ceiling)       {:>7.1} M stores/s", f.store_loop_m_per_s);
+        println!(
+            "  posting, producer alone            {:>7.1} M WQE/s per thread, {:.1} ns CPU/WQE (batches of 64, 2^15 queue, no NIC running)",
+            f.producer_mwqe_per_s, f.producer_cpu_ns_per_wqe
+        );
+        println!(
+            "  emulated NIC consumption, alone    {:>7.2} M WQE/s, {:.0} ns CPU/WQE (8-byte loopback WRITEs, one NIC stepping a filled queue)",
+            f.nic_mwqe_per_s, f.nic_cpu_ns_per_wqe
+        );
+        println!(
+            "  producer + NIC thread together     {:>7.2} M WQE/s (2^10 queue: posting waits for the NIC)",
+            f.pipeline_mwqe_per_s
+        );
         println!("  WQEBBs per put              {:.2}   (goal 1)", f.wqebbs_per_put);
         println!("  WQEBBs per put+signal       {:.2}   (goal 2)", f.wqebbs_per_put_signal);
         println!("  doorbells per batch of 64   {:.2}   (goal 1)", f.doorbells_per_batch64);
         println!("  signalled CQEs per batch    {:.2}   (goal <= 1)", f.cqes_per_batch64);
-        println!("  host-built posting rate     {:.2} M WQE/s per thread", f.post_mwqe_per_s);
     }
     if let Some(dir) = args.chart.parent() {
         let _ = std::fs::create_dir_all(dir);

@@ -12,7 +12,7 @@
 //! array, as RCCL's proxy registers its own.
 
 use super::gfd::{op, Gfd, GFD_QWORDS};
-use super::{thread_cpu_ns, Op, Path};
+use super::{Op, Path};
 use rccl_rust_gin::config::Config;
 use rccl_rust_gin::provider::CounterSnapshot;
 use rccl_rust_gin::error::{Error, Result};
@@ -78,7 +78,6 @@ struct ProxyRank {
     _bufs: Vec<GpuBuf>,
     queues: Vec<PeerQueue>,
     stop: AtomicBool,
-    proxy_cpu: AtomicU64,
     proxy_error: Mutex<Option<String>>,
 }
 
@@ -150,7 +149,6 @@ fn proxy_loop(r: Arc<ProxyRank>) {
     let mut states: Vec<Vec<Option<Slot>>> = (0..n).map(|_| (0..QUEUE_SIZE).map(|_| None).collect()).collect();
     let mut sis = vec![0u32; n]; // next descriptor to take, per peer
     let mut cis = vec![0u32; n]; // shadow of the consumer index
-    let mut rounds = 0u64;
     let fail = |e: String| *r.proxy_error.lock().unwrap_or_else(|x| x.into_inner()) = Some(e);
     while !r.stop.load(Ordering::Acquire) {
         // 1. Completions, in order per peer.
@@ -220,13 +218,8 @@ fn proxy_loop(r: Arc<ProxyRank>) {
         unsafe {
             let _ = (v.rma_progress.unwrap())(r.rma_ctx);
         }
-        rounds += 1;
-        if rounds.is_multiple_of(16) {
-            r.proxy_cpu.store(thread_cpu_ns(), Ordering::Relaxed);
-        }
         std::thread::yield_now();
     }
-    r.proxy_cpu.store(thread_cpu_ns(), Ordering::Relaxed);
 }
 
 /// Builds `nranks` ranks as threads, each with the RMA plugin's objects
@@ -282,7 +275,6 @@ pub fn build(config: &Config, nranks: usize, window: usize) -> Result<Box<dyn Pa
                             _bufs: bufs,
                             queues: (0..nranks).map(|_| PeerQueue::new()).collect(),
                             stop: AtomicBool::new(false),
-                            proxy_cpu: AtomicU64::new(0),
                             proxy_error: Mutex::new(None),
                         })
                     }
@@ -370,9 +362,5 @@ impl Path for Proxy {
 
     fn counters(&self, rank: usize) -> Option<CounterSnapshot> {
         rccl_rust_gin::rma::plugin::nic_counters(self.ranks[rank].coll).ok().flatten()
-    }
-
-    fn proxy_cpu_ns(&self) -> u64 {
-        self.ranks.iter().map(|r| r.proxy_cpu.load(Ordering::Relaxed)).sum()
     }
 }
