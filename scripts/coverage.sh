@@ -12,8 +12,8 @@
 # tests start (the test binary re-executed, with %p/%m in LLVM_PROFILE_FILE)
 # write their own profiles and are counted; so is the dlopened cdylib
 # (librccl_rust_gin.so), which cargo-llvm-cov passes to llvm-cov as an object.
-# Writes target/cov/coverage.txt (per file) and target/cov/coverage-dirs.txt
-# (per directory).
+# Writes target/cov/coverage-files.txt (per file), coverage-dirs.txt (per
+# directory) and coverage.lcov (per line, for genhtml or an editor).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup-debian.sh
@@ -43,37 +43,60 @@ if ! cargo llvm-cov --version >/dev/null 2>&1; then
   cargo install cargo-llvm-cov --locked
 fi
 
-# host/ only: not tests/, benches/, the build script (build.rs, build/) or
-# the bindgen output under the target directory.
-ignore='(^|/)(tests|benches|build)/|/build\.rs$|/target/'
+# host/ only. cargo-llvm-cov's default filter is off because it drops
+# tests/../host/bin/gin_perf/perf/gfd.rs, the name under which
+# tests/gfd_format.rs and benches/proxy_drain.rs (#[path]) compile that file;
+# this one drops the standard library, dependencies, the target directory
+# (bindgen output), the build script (build.rs, build/), device/, and tests/
+# and benches/ themselves.
+root=$(pwd -P)
+ignore="/rustc/|/\.cargo/registry/|/\.rustup/|^$root/(target|build|device)/|^$root/build\.rs\$|^$root/(tests|benches)/[^.]"
 
 start=$(date +%s)
 if [ "$report_only" -eq 0 ]; then
   # --no-fail-fast: a failing test still leaves the others' profiles.
   cargo llvm-cov --no-report --locked --all-targets --no-fail-fast "$@"
 fi
-cargo llvm-cov report --ignore-filename-regex "$ignore" > "$CARGO_TARGET_DIR/coverage.txt"
+lcov="$CARGO_TARGET_DIR/coverage.lcov"
+cargo llvm-cov report --no-default-ignore-filename-regex --ignore-filename-regex "$ignore" \
+  --lcov --output-path "$lcov"
 
-# Per directory of host/ (a file directly in host/ is its own row; provider/
-# and bin/ split one level further), from the per-file table, whose names
-# llvm-cov gives relative to host/: Filename Regions Missed Cover Functions
-# Missed Executed Lines Missed Cover ...
-awk '
-  $1 ~ /\.rs$/ {
-    n = split($1, p, "/")
-    if (n == 1) key = $1
-    else if ((p[1] == "provider" || p[1] == "bin") && n > 2) key = p[1] "/" p[2]
-    else key = p[1]
-    lines[key] += $8; missed[key] += $9; tl += $8; tm += $9
+# Line coverage per file: a line counts once (its highest count over every
+# binary that compiled it; tests/../host/x and host/x are one file), covered
+# when that count is above zero. Then per directory of host/ (a file directly
+# in host/ is its own row; provider/ and bin/ split one level further).
+awk -v root="$root/" '
+  /^SF:/ {
+    f = substr($0, 4); sub("^" root, "", f)
+    while (match(f, /[^\/]+\/\.\.\//)) f = substr(f, 1, RSTART - 1) substr(f, RSTART + RLENGTH)
+    next
+  }
+  /^DA:/ {
+    split(substr($0, 4), a, ","); k = f SUBSEP a[1]
+    if (!(k in hit)) { hit[k] = 0; lines[f]++ }
+    if (a[2] + 0 > 0 && hit[k] == 0) { hit[k] = 1; covered[f]++ }
   }
   END {
-    printf "%-22s %7s %7s %7s\n", "host/ module", "lines", "missed", "cover"
-    for (k in lines) printf "%-22s %7d %7d %6.1f%%\n", k, lines[k], missed[k], 100 * (lines[k] - missed[k]) / lines[k] | "sort"
+    for (f in lines) printf "%-40s %6d %6d %6.1f%%\n", f, lines[f], lines[f] - covered[f], 100 * covered[f] / lines[f] | "sort"
+  }' "$lcov" > "$CARGO_TARGET_DIR/coverage-files.txt"
+awk '
+  {
+    n = split($1, p, "/")
+    if (n == 2) key = $1
+    else if ((p[2] == "provider" || p[2] == "bin") && n > 3) key = p[1] "/" p[2] "/" p[3]
+    else key = p[1] "/" p[2]
+    lines[key] += $2; missed[key] += $3; tl += $2; tm += $3
+  }
+  END {
+    for (k in lines) printf "%-24s %6d %6d %6.1f%%\n", k, lines[k], missed[k], 100 * (lines[k] - missed[k]) / lines[k] | "sort"
     close("sort")
-    printf "%-22s %7d %7d %6.1f%%\n", "TOTAL host/", tl, tm, tl ? 100 * (tl - tm) / tl : 0
-  }' "$CARGO_TARGET_DIR/coverage.txt" > "$CARGO_TARGET_DIR/coverage-dirs.txt"
+    printf "%-24s %6d %6d %6.1f%%\n", "TOTAL host/", tl, tm, 100 * (tl - tm) / tl
+  }' "$CARGO_TARGET_DIR/coverage-files.txt" > "$CARGO_TARGET_DIR/coverage-dirs.txt"
 
-cat "$CARGO_TARGET_DIR/coverage.txt"
+printf '%-40s %6s %6s %7s\n' file lines missed cover
+cat "$CARGO_TARGET_DIR/coverage-files.txt"
 echo
+printf '%-24s %6s %6s %7s\n' module lines missed cover
 cat "$CARGO_TARGET_DIR/coverage-dirs.txt"
-echo "rust-gin: coverage finished in $(( $(date +%s) - start )) s ($CARGO_TARGET_DIR/coverage.txt, coverage-dirs.txt)"
+echo "rust-gin: coverage finished in $(( $(date +%s) - start )) s" \
+  "($CARGO_TARGET_DIR/coverage-files.txt, coverage-dirs.txt, coverage.lcov)"
