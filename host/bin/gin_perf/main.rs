@@ -79,6 +79,9 @@ struct Args {
     /// Concurrent requesters (lanes) on rank 0 for bandwidth and message rate.
     #[arg(short = 'l', long, default_value_t = 1)]
     lanes: usize,
+    /// log2 of the direct path's send-queue depth in WQEBBs (6..=15).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(6..=15))]
+    log_depth: u32,
     /// How the lanes reach the NIC: their own queues or one wave sharing a queue.
     #[arg(long, value_enum, default_value = "queues")]
     lane_mode: LaneArg,
@@ -185,7 +188,7 @@ fn run(args: Args) -> Result<(), String> {
         n_counters: 4,
         // Own queues: one context (a QP per peer) per lane.
         n_contexts: if lane_mode == LaneMode::Queues { args.lanes as u32 } else { 1 },
-        log_depth: 10,
+        log_depth: args.log_depth,
         traffic_class: 0,
         backend_version: 0,
         rank_stride: 1,
