@@ -45,6 +45,7 @@
 
 #if !RG_GPU
 #include <sched.h>
+#include <time.h>
 // Host-build hooks, implemented by the Rust crate (host/emu/bus.rs).
 RG_EXTERN_C uint64_t rust_gin_host_clock_ns(void);
 // A doorbell for a queue whose descriptor names no host doorbell: counted
@@ -164,7 +165,7 @@ RG_INLINE void fence_acq_rel_agent() {
   fence_release(Scope::agent);
   __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "agent");
 }
-RG_INLINE void backoff() { __builtin_amdgcn_s_sleep(1); }
+RG_INLINE void backoff(uint32_t) { __builtin_amdgcn_s_sleep(1); }
 // s_memrealtime runs at a constant 100 MHz on gfx90a/gfx942/gfx950.
 RG_INLINE uint64_t clock_ns() { return __builtin_amdgcn_s_memrealtime() * 10ull; }
 #else
@@ -206,9 +207,18 @@ RG_INLINE bool atomic_cas(T* p, T* expected, T desired, int order, Scope) {
 RG_INLINE void fence_release_system() { __atomic_thread_fence(__ATOMIC_RELEASE); }
 RG_INLINE void fence_acquire_system() { __atomic_thread_fence(__ATOMIC_ACQUIRE); }
 RG_INLINE void fence_acq_rel_agent() { __atomic_thread_fence(__ATOMIC_ACQ_REL); }
-// The host build stands threads in for lanes; with a NIC-emulating thread on
-// the same few cores, spinning without yielding starves it.
-RG_INLINE void backoff() { sched_yield(); }
+// The host build stands threads in for lanes; with NIC-emulating threads on
+// the same few cores, a waiter must give them the CPU: it yields, and after
+// ~256 turns (a wait far longer than a round trip) it sleeps 20 us a turn,
+// so long waits stop taking the cores in yield storms.
+RG_INLINE void backoff(uint32_t turn) {
+  if (turn < 256) {
+    sched_yield();
+  } else {
+    const struct timespec ts = {0, 20000};
+    nanosleep(&ts, nullptr);
+  }
+}
 RG_INLINE uint64_t clock_ns() { return rust_gin_host_clock_ns(); }
 #endif
 

@@ -151,10 +151,10 @@ RG_INLINE int spin(Step step, RG_SITE_PARAMS) {
     }
   }
 #endif
-  for (;;) {
+  for (uint32_t turn = 0;; ++turn) {
     const int r = step();
     if (r != kSpinAgain) return r;
-    backoff();
+    backoff(turn);
   }
 }
 
