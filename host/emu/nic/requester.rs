@@ -153,7 +153,7 @@ impl Inner {
             }
             Ok(())
         };
-        let outcome: Result<(Await, Option<Body>), u8> = match op {
+        let outcome: Result<(Await, Option<Outgoing>), u8> = match op {
             WqeOp::Nop => {
                 self.counters.nops.fetch_add(1, Ordering::Relaxed);
                 Ok((Await::None, None))
@@ -167,31 +167,33 @@ impl Inner {
                 (Await::None, None)
             }),
             WqeOp::Write { raddr, rkey, gather, inline, imm } => check_local(&st.mrs, &gather, false).map(|()| {
-                let data = match inline {
-                    Some(d) => d,
-                    None => {
-                        let mut d = Vec::with_capacity(gather.iter().map(|s| s.len as usize).sum());
-                        for s in &gather {
-                            // SAFETY: every gather entry was checked against a registered region.
-                            unsafe { dma_read_into(&mut d, s.addr, s.len as usize) };
-                        }
-                        d
-                    }
+                // The payload is read from memory once, straight into the
+                // MTU-sized packets it travels in.
+                let mut chunks = match inline {
+                    Some(d) => vec![d],
+                    // SAFETY: every gather entry was checked against a registered region.
+                    None => unsafe { gather_chunks(&gather, self.config.mtu) },
                 };
+                let total: u64 = chunks.iter().map(|c| c.len() as u64).sum();
                 self.counters.writes.fetch_add(1, Ordering::Relaxed);
-                self.counters.payload_bytes.fetch_add(data.len() as u64, Ordering::Relaxed);
-                let total = data.len() as u64;
-                (Await::Write, Some(Body::Write { raddr, rkey, total, offset: 0, last: true, imm, data }))
+                self.counters.payload_bytes.fetch_add(total, Ordering::Relaxed);
+                let out = if chunks.len() == 1 {
+                    let data = chunks.pop().expect("one chunk");
+                    Outgoing::Packet(Body::Write { raddr, rkey, total, offset: 0, last: true, imm, data })
+                } else {
+                    Outgoing::Write { raddr, rkey, total, imm, chunks }
+                };
+                (Await::Write, Some(out))
             }),
             WqeOp::Read { raddr, rkey, scatter } => check_local(&st.mrs, &scatter, true).map(|()| {
                 self.counters.reads.fetch_add(1, Ordering::Relaxed);
                 let len = scatter.iter().map(|s| s.len).sum();
-                (Await::Read { scatter }, Some(Body::Read { raddr, rkey, len }))
+                (Await::Read { scatter }, Some(Outgoing::Packet(Body::Read { raddr, rkey, len })))
             }),
             WqeOp::Atomic { kind, raddr, rkey, swap_add, compare, result } => {
                 check_local(&st.mrs, std::slice::from_ref(&result), true).map(|()| {
                     self.counters.atomics.fetch_add(1, Ordering::Relaxed);
-                    (Await::Atomic { result }, Some(Body::Atomic { kind, raddr, rkey, swap_add, compare }))
+                    (Await::Atomic { result }, Some(Outgoing::Packet(Body::Atomic { kind, raddr, rkey, swap_add, compare })))
                 })
             }
         };
@@ -227,21 +229,21 @@ impl Inner {
         node: u32,
         rqpn: u32,
         msg: u64,
-        body: Body,
+        out: Outgoing,
     ) -> Result<(), WireError> {
         let mk = |body| Packet { src_node: self.node(), dst_node: node, src_qpn: qpn, dst_qpn: rqpn, msg, body };
-        match body {
-            Body::Write { raddr, rkey, total, imm, data, .. } if data.len() > self.config.mtu => {
-                let mtu = self.config.mtu;
-                let n = data.len().div_ceil(mtu);
-                for (k, chunk) in data.chunks(mtu).enumerate() {
-                    let last = k + 1 == n;
-                    let offset = (k * mtu) as u64;
-                    self.send(outbox, mk(Body::Write { raddr, rkey, total, offset, last, imm, data: chunk.to_vec() }))?;
+        match out {
+            Outgoing::Write { raddr, rkey, total, imm, chunks } => {
+                let n = chunks.len();
+                let mut offset = 0u64;
+                for (k, data) in chunks.into_iter().enumerate() {
+                    let len = data.len() as u64;
+                    self.send(outbox, mk(Body::Write { raddr, rkey, total, offset, last: k + 1 == n, imm, data }))?;
+                    offset += len;
                 }
                 Ok(())
             }
-            b => self.send(outbox, mk(b)),
+            Outgoing::Packet(b) => self.send(outbox, mk(b)),
         }
     }
 
@@ -333,4 +335,38 @@ fn read_sq_dbr(qp: &Qp) -> u32 {
     // SAFETY: the doorbell record is valid per create_qp's contract.
     let raw = unsafe { AtomicU32::from_ptr((qp.spec.dbrec + 4 * SND_DBR) as *mut u32) }.load(Ordering::Acquire);
     u32::from_be(raw) & 0xffff
+}
+
+/// A request as execute() hands it to send_message: a WRITE's payload
+/// already cut into packets, or a single packet's body.
+pub(super) enum Outgoing {
+    Write { raddr: u64, rkey: u32, total: u64, imm: Option<u32>, chunks: Vec<Vec<u8>> },
+    Packet(Body),
+}
+
+/// The bytes of `gather`, in order, cut into chunks of at most `mtu` (at
+/// least one chunk, empty for an empty list).
+///
+/// # Safety
+/// Every entry must lie in a registered region (checked by the caller).
+unsafe fn gather_chunks(gather: &[Sge], mtu: usize) -> Vec<Vec<u8>> {
+    let total: usize = gather.iter().map(|s| s.len as usize).sum();
+    let mut chunks: Vec<Vec<u8>> = Vec::with_capacity(total.div_ceil(mtu).max(1));
+    chunks.push(Vec::with_capacity(total.min(mtu)));
+    for s in gather {
+        let (mut addr, mut left) = (s.addr, s.len as usize);
+        while left > 0 {
+            let room = mtu - chunks.last().expect("one chunk").len();
+            if room == 0 {
+                chunks.push(Vec::with_capacity((total - chunks.len() * mtu).min(mtu)));
+                continue;
+            }
+            let n = left.min(room);
+            // SAFETY: inside the entry, which the caller checked.
+            unsafe { dma_read_into(chunks.last_mut().expect("one chunk"), addr, n) };
+            addr += n as u64;
+            left -= n;
+        }
+    }
+    chunks
 }
