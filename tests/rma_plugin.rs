@@ -1371,15 +1371,21 @@ const CHILD: &str = "RUST_GIN_RMA_PROXY_CHILD";
 /// under RCCL's proxy thread.
 #[test]
 fn proxy_progress_mode() {
+    run_child("proxy_progress_child", CHILD, &[("RCCL_RUST_GIN_EMU_PROGRESS", "proxy")]);
+}
+
+/// Runs the ignored test `name` of this binary in a child process with
+/// `marker` and `env` set, and fails unless it ran and passed.
+fn run_child(name: &str, marker: &str, env: &[(&str, &str)]) {
     let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "proxy_progress_child", "--ignored", "--nocapture", "--test-threads=1"])
-        .env(CHILD, "1")
-        .env("RCCL_RUST_GIN_EMU_PROGRESS", "proxy")
+        .args(["--exact", name, "--ignored", "--nocapture", "--test-threads=1"])
+        .env(marker, "1")
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "child failed:\n{text}");
-    assert!(text.contains("proxy_progress_child ... ok"), "the child ran the test:\n{text}");
+    assert!(text.contains(&format!("{name} ... ok")), "the child ran the test:\n{text}");
 }
 
 #[test]
@@ -1478,15 +1484,7 @@ const SHORT_TIMEOUT_CHILD: &str = "RUST_GIN_RMA_SHORT_TIMEOUT_CHILD";
 /// held doorbell. Run in a child with a 300 ms timeout.
 #[test]
 fn aggregated_requests_time_from_their_doorbell_and_never_stall_a_full_queue() {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "short_timeout_child", "--ignored", "--nocapture", "--test-threads=1"])
-        .env(SHORT_TIMEOUT_CHILD, "1")
-        .env("RCCL_RUST_GIN_TIMEOUT_MS", "300")
-        .output()
-        .unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "child failed:\n{text}");
-    assert!(text.contains("short_timeout_child ... ok"), "the child ran the test:\n{text}");
+    run_child("short_timeout_child", SHORT_TIMEOUT_CHILD, &[("RCCL_RUST_GIN_TIMEOUT_MS", "300")]);
 }
 
 #[test]

@@ -38,8 +38,8 @@ impl Inner {
     /// Queues `p` for its destination; the step sends each destination's
     /// packets together at its end (flush_outbox), in order.
     pub(super) fn send(&self, outbox: &mut Outbox, p: Packet) -> Result<(), WireError> {
-        outbox.by_dst.entry(p.dst_node).or_insert_with(|| Waiting { packets: VecDeque::new(), since: Instant::now() });
-        outbox.by_dst.get_mut(&p.dst_node).expect("inserted").packets.push_back(p);
+        let w = outbox.by_dst.entry(p.dst_node).or_insert_with(|| Waiting { packets: VecDeque::new(), since: Instant::now() });
+        w.packets.push_back(p);
         Ok(())
     }
 
