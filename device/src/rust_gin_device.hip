@@ -88,9 +88,8 @@ RG_EXTERN_C RG_DEV int rust_gin_put(const void* handle, uint32_t context, uint32
   if (has_counter && counter_id >= x.c->n_counters) {
     return invalid(x.err, peer, RUST_GIN_ARG_COUNTER, counter_id, x.c->n_counters);
   }
-  Request sig = {};
   const bool has_signal = signal.type != RUST_GIN_SIGNAL_NONE;
-  if (has_signal && (s = signal_request(x, peer, signal, &sig))) return s;
+  if (has_signal && (s = check_signal(x, peer, signal))) return s;
   if (flags & RUST_GIN_FLAG_RELEASE_SYSTEM) fence_release_system();
 
   const rust_gin_window* src = static_cast<const rust_gin_window*>(src_window);
@@ -108,7 +107,7 @@ RG_EXTERN_C RG_DEV int rust_gin_put(const void* handle, uint32_t context, uint32
       w.laddr = src->local_base + src_off + done_bytes;
       w.raddr = remote(dst_window, peer).base + dst_off + done_bytes;
       w.rkey = remote(dst_window, peer).rkey;
-      if ((s = post(x, peer, w, w, 1, flags & ~RUST_GIN_FLAG_AGGREGATE, 0))) break;
+      if ((s = post(x, peer, w, flags & ~RUST_GIN_FLAG_AGGREGATE))) break;
       done_bytes += kMaxChunk;
     }
   }
@@ -123,13 +122,16 @@ RG_EXTERN_C RG_DEV int rust_gin_put(const void* handle, uint32_t context, uint32
     w.rkey = remote(dst_window, peer).rkey;
   }
   // The signal rides the same queue behind the data: the responder executes
-  // it after the writes, so the signal is seen only after the data.
+  // it after the writes, so the signal is seen only after the data. The
+  // data goes first, the signal is built and posted after it (post: one
+  // request live at a time), and the signal's post rings for both.
   // A counter advances when the put's last WQE completed (credited by a
   // poller of the queue): the lane does not wait for it.
   const uint32_t counter_tag = has_counter ? counter_id + 1 : 0;
   if (bytes || has_signal) {
-    // The data, the signal, or both: r_first .. r_(first+n-1) of (w, sig).
-    s = post(x, peer, w, sig, (bytes != 0) + has_signal, flags, counter_tag, bytes ? 0 : 1);
+    s = post(x, peer, w, flags, has_signal ? 0 : counter_tag, bytes != 0, has_signal);
+    if (s) return s;
+    s = post(x, peer, has_signal ? signal_wqe(x, peer, signal) : Request{}, flags, counter_tag, has_signal);
   } else if (has_counter) {
     // A zero-byte put without a signal moves nothing: complete at once.
     atomic_fetch_add(word<uint64_t>(x.c->counters, counter_id), uint64_t{1}, __ATOMIC_RELEASE, Scope::agent);
@@ -154,14 +156,12 @@ RG_EXTERN_C RG_DEV int rust_gin_put_value(const void* handle, uint32_t context, 
   w.operand0 = value;
   w.raddr = remote(dst_window, peer).base + dst_off;
   w.rkey = remote(dst_window, peer).rkey;
-  Request sig = {};
-  uint32_t n = 1;
-  if (signal.type != RUST_GIN_SIGNAL_NONE) {
-    if ((s = signal_request(x, peer, signal, &sig))) return s;
-    n = 2;
-  }
+  const bool has_signal = signal.type != RUST_GIN_SIGNAL_NONE;
+  if (has_signal && (s = check_signal(x, peer, signal))) return s;
   if (flags & RUST_GIN_FLAG_RELEASE_SYSTEM) fence_release_system();
-  return post(x, peer, w, sig, n, flags, 0);
+  // As in rust_gin_put: the data, then the signal built and posted behind it.
+  if ((s = post(x, peer, w, flags, 0, true, has_signal))) return s;
+  return post(x, peer, has_signal ? signal_wqe(x, peer, signal) : Request{}, flags, 0, has_signal);
 }
 
 RG_EXTERN_C RG_DEV int rust_gin_signal_peer(const void* handle, uint32_t context, uint32_t peer,
@@ -171,10 +171,9 @@ RG_EXTERN_C RG_DEV int rust_gin_signal_peer(const void* handle, uint32_t context
   int s = resolve(handle, context, &x);
   if (s) return s;
   if (peer >= x.h->nranks) return invalid(x.err, peer, RUST_GIN_ARG_PEER, peer, x.h->nranks);
-  Request r;
-  if ((s = signal_request(x, peer, signal, &r))) return s;
+  if ((s = check_signal(x, peer, signal))) return s;
   if (flags & RUST_GIN_FLAG_RELEASE_SYSTEM) fence_release_system();
-  return post(x, peer, r, r, 1, flags, 0);
+  return post(x, peer, signal_wqe(x, peer, signal), flags);
 }
 
 RG_EXTERN_C RG_DEV int rust_gin_get(const void* handle, uint32_t context, uint32_t peer, const void* remote_window,
@@ -189,10 +188,7 @@ RG_EXTERN_C RG_DEV int rust_gin_get(const void* handle, uint32_t context, uint32
   if ((s = check_window(x, peer, remote_window, remote_off, bytes))) return s;
   if ((s = check_window(x, peer, local_window, local_off, bytes))) return s;
   const rust_gin_window* local = static_cast<const rust_gin_window*>(local_window);
-  // Chunks of at most 1 GiB; lanes with fewer chunks wait at the function's
-  // end (RG_WAVE_ENTRY) for the others.
-  for (uint64_t off = 0; off < bytes; off += kMaxChunk) {
-    const uint64_t len = bytes - off < kMaxChunk ? bytes - off : kMaxChunk;
+  auto read = [&](uint64_t off, uint64_t len) {
     Request r = {};
     r.opcode = OP_RDMA_READ;
     r.length = static_cast<uint32_t>(len);
@@ -200,10 +196,19 @@ RG_EXTERN_C RG_DEV int rust_gin_get(const void* handle, uint32_t context, uint32
     r.laddr = local->local_base + local_off + off;
     r.raddr = remote(remote_window, peer).base + remote_off + off;
     r.rkey = remote(remote_window, peer).rkey;
-    const bool last = off + len >= bytes;
-    if ((s = post(x, peer, r, r, 1, last ? flags : flags & ~RUST_GIN_FLAG_AGGREGATE, 0))) return s;
+    return r;
+  };
+  uint64_t off = 0;
+  {
+    // All but the last chunk of a get larger than one WQE, as in rust_gin_put.
+    wave::Region big(bytes > kMaxChunk);
+    while (big && bytes - off > kMaxChunk) {
+      if ((s = post(x, peer, read(off, kMaxChunk), flags & ~RUST_GIN_FLAG_AGGREGATE))) break;
+      off += kMaxChunk;
+    }
   }
-  return RUST_GIN_OK;
+  if (s) return s;
+  return post(x, peer, read(off, bytes - off), flags);
 }
 
 RG_EXTERN_C RG_DEV int rust_gin_flush(const void* handle, uint32_t context, uint32_t coop_rank, uint32_t coop_size,

@@ -18,7 +18,8 @@
  *   cycles), always by the context's own timeout (RCCL_RUST_GIN_TIMEOUT_MS),
  *   and it returns early when `*abort_flag` becomes non-zero.
  * - Many lanes may call the same function at once: the lanes of a wave that
- *   post to the same queue share one ticket and one doorbell.
+ *   post to the same queue share one ticket per request step (the data,
+ *   then its signal) and one doorbell.
  */
 #ifndef RUST_GIN_DEVICE_H
 #define RUST_GIN_DEVICE_H

@@ -24,10 +24,6 @@ using mlx5::Request;
 using mlx5::RingPolicy;
 using mlx5::SendQueue;
 
-// A lane contributes at most this many requests per call (a put and its
-// signal); longer lists go through post_in_turn.
-constexpr uint32_t kMaxLaneRequests = 2;
-
 RG_INLINE uint64_t lanes_below(uint32_t me) { return (uint64_t{1} << me) - 1; }
 
 // Runs body() once per group of the lanes in `todo` that share a queue,
@@ -63,52 +59,44 @@ RG_INLINE void in_lane_order(uint64_t group, Body body) {
   }
 }
 
-// Posts r0 (and r1 when n == 2; n is 1 or 2) to `q` for the calling lane
-// and returns the index of the lane's last WQE in *last. Requests travel as
-// values, never as an indexed array, which would cost scratch memory on the
-// GPU.
+// Posts r to `q` for the calling lane when `has` holds and returns the index
+// of its WQE in *last; a lane with nothing to post still takes part in its
+// group's steps. One request per lane and call: an operation of two requests
+// (a put and its signal) makes two calls, so that only one request is live
+// in registers at a time (two cost put 10 more VGPRs on the GPU), and the
+// first call leaves the ringing to the second (`ring` is false), so the wave
+// still rings once. Requests travel as values, never as an indexed array,
+// which would cost scratch memory on the GPU.
 //
 // Per queue, the group's requests go out as one batch when they fit one
-// (at most max_batch()); otherwise the lanes take turns, each posting its
-// requests in batches of at most max_batch() as SendQueue::post would (a
-// queue of fewer than 4 x 64 WQEBBs). Both run the same batch steps below,
-// so the code (and its registers) exists once: in turn, the group's other
-// lanes go through each batch with nothing to post.
-template <RingPolicy R>
-RG_INLINE int post_lane(const rust_gin_mlx5_sq* q, const Request& r0, const Request& r1, uint32_t n,
-                        uint64_t* last, uint32_t counter_tag = 0, uint32_t first = 0) {
+// (at most max_batch()); otherwise the lanes take turns, one batch each.
+// Both run the same batch steps below, so the code (and its registers)
+// exists once: in turn, the group's other lanes go through each batch with
+// nothing to post. The batch rings when any of its lanes asked to.
+RG_INLINE int post_lane(const rust_gin_mlx5_sq* q, const Request& r, bool has, bool ring, uint64_t* last,
+                        uint32_t counter_tag = 0) {
   const uint32_t me = wave::lane_id();
   int status = RUST_GIN_OK;
   for_each_queue_group(q, wave::ballot(true), [&](uint64_t group, uint32_t, const rust_gin_mlx5_sq* gq) {
     SendQueue sq(gq);
-    const uint32_t max_batch = sq.max_batch();
-    const uint32_t group_total =
-        __builtin_popcountll(wave::ballot(n & 1) & group) + 2 * __builtin_popcountll(wave::ballot(n & 2) & group);
-    const bool in_turn = group_total > max_batch;
+    uint64_t todo = wave::ballot(has) & group;
+    const bool in_turn = static_cast<uint32_t>(__builtin_popcountll(todo)) > sq.max_batch();
     // One bound per lane's post, as SendQueue::post has (only a batch's
     // leader waits, on its own bound).
     Bound bound(sq.timeout_ns());
-    uint32_t posted = 0;  // the calling lane's requests posted so far
-    uint64_t todo = group;
     while (todo) {
       const uint32_t leader = __builtin_ctzll(todo);
       const uint64_t batch = in_turn ? uint64_t{1} << leader : todo;
       const bool member = (batch >> me) & 1;
-      uint32_t cnt = 0;
-      if (member) cnt = n - posted < max_batch ? n - posted : max_batch;
-      // Prefix sums of the batch's request counts (each 0..3) from two ballots.
-      const uint64_t b0 = wave::ballot(cnt & 1) & batch;
-      const uint64_t b1 = wave::ballot(cnt & 2) & batch;
-      const uint32_t total = __builtin_popcountll(b0) + 2 * __builtin_popcountll(b1);
-      const uint32_t before =
-          __builtin_popcountll(b0 & lanes_below(me)) + 2 * __builtin_popcountll(b1 & lanes_below(me));
+      const uint32_t total = __builtin_popcountll(batch);
+      const uint32_t i = __builtin_popcountll(batch & lanes_below(me));
+      const bool ring_batch = wave::ballot(member && ring) != 0;
       uint64_t base = 0;
       int s = RUST_GIN_OK;
       {
         wave::Region lead(me == leader);
         if (lead) {
-          // Checked once per lane's post (SendQueue::post), once per group batch.
-          s = posted == 0 && sq.failed() ? RUST_GIN_ERR_QP_FAILED : RUST_GIN_OK;
+          s = sq.failed() ? RUST_GIN_ERR_QP_FAILED : RUST_GIN_OK;
           if (!s) {
             base = sq.reserve(total);
             s = sq.wait_credit(base, total, bound);
@@ -117,37 +105,27 @@ RG_INLINE int post_lane(const rust_gin_mlx5_sq* q, const Request& r0, const Requ
       }
       base = wave::readlane64(base, leader);
       s = wave::readlane_int(s, leader);
-      bool my_last_cqe = false;
-      if (!s && cnt) {
-        for (uint32_t k = 0; k < cnt; ++k) {
-          const uint32_t i = before + k;
-          const Request& r = first + posted + k ? r1 : r0;
-          const bool cqe = sq.wants_cqe(base, total, i, r);
-          if (r.opcode == mlx5::OP_RDMA_READ) sq.note_read(base + i);
-          if (counter_tag && posted + k + 1 == n) sq.note_counter(base + i, counter_tag);
-          sq.write(base + i, r, cqe);
-          my_last_cqe = cqe;
-        }
-        *last = base + before + cnt - 1;
+      bool my_cqe = false;
+      if (!s && member) {
+        my_cqe = sq.wants_cqe(base, total, i, r);
+        if (r.opcode == mlx5::OP_RDMA_READ) sq.note_read(base + i);
+        if (counter_tag) sq.note_counter(base + i, counter_tag);
+        sq.write(base + i, r, my_cqe);
+        *last = base + i;
       }
       // Every lane's WQE stores before the leader publishes.
       wave::barrier();
-      const bool tail_cqe = wave::ballot(my_last_cqe && before + cnt == total) != 0;
+      const bool tail_cqe = wave::ballot(my_cqe && i + 1 == total) != 0;
       {
         wave::Region lead(me == leader);
         if (lead && !s) {
           s = sq.publish(base, total, tail_cqe ? base + total : 0, bound);
-          if (!s && R == RingPolicy::now) sq.ring();
+          if (!s && ring_batch) sq.ring();
         }
       }
       s = wave::readlane_int(s, leader);
-      if (member) {
-        if (s) status = s;
-        posted += cnt;
-      }
-      // A lane's turn ends when its requests are out or its post failed.
-      const bool leader_done = wave::readlane32(s != 0 || posted >= n, leader) != 0;
-      if (!in_turn || leader_done) todo &= ~batch;
+      if (member && s) status = s;
+      todo &= ~batch;
     }
   });
   return status;

@@ -62,38 +62,45 @@ RG_INLINE const rust_gin_window_peer& remote(const void* w, uint32_t peer) {
   return reinterpret_cast<const rust_gin_window_peer*>(static_cast<const rust_gin_window*>(w)->peers)[peer];
 }
 
-// The fetch-and-add that delivers a signal to `peer`.
-RG_INLINE int signal_request(const Ctx& x, uint32_t peer, const rust_gin_signal& s, Request* r) {
-  uint64_t raddr;
-  uint32_t rkey;
+// Whether `s` names a signal this context can deliver to `peer`.
+RG_INLINE int check_signal(const Ctx& x, uint32_t peer, const rust_gin_signal& s) {
   if (s.type == RUST_GIN_SIGNAL_INDEXED) {
     if (s.id >= x.c->n_signals) return invalid(x.err, peer, RUST_GIN_ARG_SIGNAL, s.id, x.c->n_signals);
-    const rust_gin_peer* p = peer_of(x, peer);
-    raddr = p->signal_raddr + 8 * s.id;
-    rkey = p->signal_rkey;
   } else if (s.type == RUST_GIN_SIGNAL_VA) {
     const int c = check_window(x, peer, s.window, s.offset, 8);
     if (c) return c;
-    raddr = remote(s.window, peer).base + s.offset;
     // The target's own address must be 8-byte aligned, not just the offset:
     // a misaligned atomic is a remote access error that kills the QP.
+    const uint64_t raddr = remote(s.window, peer).base + s.offset;
     if (raddr % 8) return invalid(x.err, peer, RUST_GIN_ARG_SIGNAL, raddr, 8);
-    rkey = remote(s.window, peer).rkey;
   } else {
     return invalid(x.err, peer, RUST_GIN_ARG_SIGNAL_OP, s.type, RUST_GIN_SIGNAL_VA);
   }
   if (s.op != RUST_GIN_SIGNAL_OP_INC && s.op != RUST_GIN_SIGNAL_OP_ADD) {
     return invalid(x.err, peer, RUST_GIN_ARG_SIGNAL_OP, s.op, RUST_GIN_SIGNAL_OP_ADD);
   }
-  *r = Request{};
-  r->opcode = mlx5::OP_ATOMIC_FA;
-  r->length = 8;
-  r->raddr = raddr;
-  r->rkey = rkey;
-  r->laddr = x.c->sink;  // the old value nobody reads
-  r->lkey = x.c->sink_lkey;
-  r->operand0 = s.op == RUST_GIN_SIGNAL_OP_INC ? 1 : s.value;
   return RUST_GIN_OK;
+}
+
+// The fetch-and-add that delivers a checked signal to `peer`. Cheap to
+// build again from the descriptors: an operation builds it right before it
+// posts it, not before its data, so that it does not hold registers meanwhile.
+RG_INLINE Request signal_wqe(const Ctx& x, uint32_t peer, const rust_gin_signal& s) {
+  Request r = {};
+  r.opcode = mlx5::OP_ATOMIC_FA;
+  r.length = 8;
+  if (s.type == RUST_GIN_SIGNAL_INDEXED) {
+    const rust_gin_peer* p = peer_of(x, peer);
+    r.raddr = p->signal_raddr + 8 * s.id;
+    r.rkey = p->signal_rkey;
+  } else {
+    r.raddr = remote(s.window, peer).base + s.offset;
+    r.rkey = remote(s.window, peer).rkey;
+  }
+  r.laddr = x.c->sink;  // the old value nobody reads
+  r.lkey = x.c->sink_lkey;
+  r.operand0 = s.op == RUST_GIN_SIGNAL_OP_INC ? 1 : s.value;
+  return r;
 }
 
 template <typename T>
@@ -101,25 +108,22 @@ RG_INLINE T* word(uint64_t base, uint32_t i) {
   return reinterpret_cast<T*>(base) + i;
 }
 
-// Posts r0 (and r1 when n == 2) for one lane, honouring the aggregation
-// flag. With a counter tag (1 + a counter id) the lane's last request asks
-// for a CQE and the counter advances once it completed, credited by whoever
-// polls the queue (cq.h); no lane waits for it here: counter reads and waits
-// poll the queues with counted puts (progress_counters).
-// The lane's requests are r_first .. r_(first+n-1) (first + n <= 2): a lane
-// that posts only r1 says so instead of passing it as r0, which would make
-// every lane's first request a select of two (5 more VGPRs in put).
-RG_INLINE int post(const Ctx& x, uint32_t peer, Request r0, Request r1, uint32_t n, uint32_t flags,
-                   uint32_t counter_tag, uint32_t first = 0) {
-  const rust_gin_mlx5_sq* q = &peer_of(x, peer)->sq;
+// Posts r for one lane when `has` holds (the lanes without take part; see
+// post_lane), honouring the aggregation flag; `more` says that the lane
+// posts another request right after this one, which rings for both. With a
+// counter tag (1 + a counter id) the request asks for a CQE and the counter
+// advances once it completed, credited by whoever polls the queue (cq.h); no
+// lane waits for it here: counter reads and waits poll the queues with
+// counted puts (progress_counters).
+RG_INLINE int post(const Ctx& x, uint32_t peer, Request r, uint32_t flags, uint32_t counter_tag = 0, bool has = true,
+                   bool more = false) {
   uint64_t last = 0;
-  if (counter_tag) (first + n == 2 ? r1 : r0).flags |= mlx5::REQ_SIGNALED;
-  const int s = (flags & RUST_GIN_FLAG_AGGREGATE)
-                    ? post_lane<RingPolicy::defer>(q, r0, r1, n, &last, counter_tag, first)
-                    : post_lane<RingPolicy::now>(q, r0, r1, n, &last, counter_tag, first);
+  if (counter_tag) r.flags |= mlx5::REQ_SIGNALED;
+  const bool ring = !(flags & RUST_GIN_FLAG_AGGREGATE) && !more;
+  const int s = post_lane(&peer_of(x, peer)->sq, r, has, ring, &last, counter_tag);
   // After the post, which raised the queue's counted_end: a counter wait
   // that clears the bit looks at counted_end again (progress_counters).
-  if (!s && counter_tag) {
+  if (!s && has && counter_tag) {
     atomic_fetch_or(word<uint64_t>(x.c->counted_peers, peer / 64), uint64_t{1} << (peer % 64), __ATOMIC_RELAXED,
                     Scope::agent);
   }
