@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Scaling curves of the direct path on the emulated NIC (issue 11, part 4):
 # 8-byte put message rate against lanes (own queues and one lockstep wave),
-# ranks and queue depth, and cost against message size. Prints markdown
+# waves sharing one queue, ranks and queue depth, and cost against message size. Prints markdown
 # tables (docs/performance.md records them). Emulated figures: host threads
 # on this machine's cores, not hardware. Usage: scripts/scaling.sh [min-time-ms]
 set -euo pipefail
@@ -19,6 +19,13 @@ for l in 1 2 4 8 16 32 64; do
   q=$(run -s 8 -o put -l "$l" --lane-mode queues | col 14)
   w=$(run -s 8 -o put -l "$l" --lane-mode wave)
   echo "| $l | $q | $(echo "$w" | col 14) | $(echo "$w" | col 5) |"
+done
+echo
+echo "| waves of 64 lanes, one queue | M puts/s | doorbells/op |"
+echo "|---|---|---|"
+for w in 1 2 4 8; do
+  x=$(run -s 8 -o put -l 64 --lane-mode wave --waves "$w" --log-depth 12)
+  echo "| $w | $(echo "$x" | col 14) | $(echo "$x" | col 5) |"
 done
 echo
 echo "| ranks | M puts/s (8 lanes) | round trip µs |"

@@ -85,6 +85,9 @@ struct Args {
     /// How the lanes reach the NIC: their own queues or one wave sharing a queue.
     #[arg(long, value_enum, default_value = "queues")]
     lane_mode: LaneArg,
+    /// With --lane-mode wave: waves of --lanes lanes each (one thread each), all on one queue.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
+    waves: u64,
     #[arg(short = 'f', long, value_enum, default_value = "table")]
     format: FormatArg,
     /// Where to write the SVG chart of latency, message rate and bandwidth against size.
@@ -181,7 +184,12 @@ fn run(args: Args) -> Result<(), String> {
         LaneArg::Wave => LaneMode::Wave,
     };
     let min_time = std::time::Duration::from_millis(args.min_time_ms.max(1));
-    let params = Params { sizes: sizes.clone(), ops, lanes: args.lanes, lane_mode, min_time, warmup: args.warmup };
+    if args.waves > 1 && lane_mode != LaneMode::Wave {
+        return Err("--waves needs --lane-mode wave".into());
+    }
+    let waves = args.waves as usize;
+    let params =
+        Params { sizes: sizes.clone(), ops, lanes: args.lanes, lane_mode, waves, min_time, warmup: args.warmup };
     let max = *sizes.iter().max().unwrap_or(&8);
     let settings = Settings {
         n_signals: 4,
@@ -252,7 +260,7 @@ fn run(args: Args) -> Result<(), String> {
         emulated,
         ranks: args.ranks,
         lanes: args.lanes,
-        lane_mode: lane_mode.name().into(),
+        lane_mode: if waves > 1 { format!("{}, {waves} waves", lane_mode.name()) } else { lane_mode.name().into() },
         repeats: args.repeats,
         min_time_ms: min_time.as_millis() as u64,
         cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),

@@ -57,7 +57,9 @@ pub enum LaneMode {
     Queues,
     /// The lanes are one lockstep wave (the device library's CPU wave
     /// runtime, fibers of one thread) posting to one queue: the device code
-    /// takes one ticket and rings one doorbell per wave-wide post.
+    /// takes one ticket and rings one doorbell per wave-wide post. With
+    /// `waves` > 1, that many waves (one thread each) share the queue, as
+    /// the blocks of a kernel on one context do.
     Wave,
 }
 
@@ -97,6 +99,8 @@ pub struct Params {
     pub ops: Vec<Op>,
     pub lanes: usize,
     pub lane_mode: LaneMode,
+    /// Waves of `lanes` lanes each in `LaneMode::Wave` (1 in `Queues`).
+    pub waves: usize,
     /// Least duration of every timed run.
     pub min_time: Duration,
     /// Warm-up round trips before the timed ones.
@@ -181,9 +185,18 @@ fn latency(path: &dyn Path, op: Op, bytes: u64, min_time: Duration, warmup: usiz
     Ok((percentile(&rtts, 0.5), percentile(&rtts, 0.99), timed.as_secs_f64()))
 }
 
-/// Runs `n` operations on each of `lanes` lanes of rank 0 (to rank 1), then
-/// flushes; returns the seconds and the requesters' CPU.
-fn lanes_run(path: &dyn Path, op: Op, bytes: u64, n: usize, lanes: usize, mode: LaneMode) -> Result<(f64, u64)> {
+/// Runs `n` operations on each of `lanes` lanes (of each of `waves` waves in
+/// `Wave` mode) of rank 0 (to rank 1), then flushes; returns the seconds and
+/// the requesters' CPU.
+fn lanes_run(
+    path: &dyn Path,
+    op: Op,
+    bytes: u64,
+    n: usize,
+    lanes: usize,
+    waves: usize,
+    mode: LaneMode,
+) -> Result<(f64, u64)> {
     let lane_body = |lane: usize| -> Result<()> {
         for _ in 0..n {
             path.post(0, lane, 1, op, 0, bytes)?;
@@ -213,16 +226,29 @@ fn lanes_run(path: &dyn Path, op: Op, bytes: u64, n: usize, lanes: usize, mode: 
         }
         LaneMode::Wave => {
             let first_error = Mutex::new(None);
-            let lane = |l: u32| {
-                if let Err(e) = lane_body(l as usize) {
-                    first_error.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
-                }
-            };
-            let c0 = thread_cpu_ns();
             let t = Instant::now();
-            let model_errors = wave(lanes, &lane);
+            // One thread per wave; a wave's lanes are wave-local (the
+            // lanes of each wave share the flush among themselves).
+            let (cpu, model_errors) = std::thread::scope(|s| {
+                let joins: Vec<_> = (0..waves.max(1))
+                    .map(|_| {
+                        let (first_error, lane_body) = (&first_error, &lane_body);
+                        s.spawn(move || {
+                            let lane = |l: u32| {
+                                if let Err(e) = lane_body(l as usize) {
+                                    first_error.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
+                                }
+                            };
+                            let c0 = thread_cpu_ns();
+                            let errors = wave(lanes, &lane);
+                            (thread_cpu_ns() - c0, errors)
+                        })
+                    })
+                    .collect();
+                // A wave thread that panicked counts as a model error.
+                joins.into_iter().map(|j| j.join().unwrap_or((0, 1))).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+            });
             let secs = t.elapsed().as_secs_f64();
-            let cpu = thread_cpu_ns() - c0;
             if let Some(e) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
                 return Err(e);
             }
@@ -284,12 +310,12 @@ fn rate(path: &dyn Path, nic_tids: &[i32], op: Op, bytes: u64, p: &Params, run: 
     let (n, secs, _) = sized(p.min_time, |n| {
         let before = path.counters(0);
         let mark = cpu::Mark::now(nic_tids);
-        let (secs, req) = lanes_run(path, op, bytes, n, p.lanes, p.lane_mode)?;
+        let (secs, req) = lanes_run(path, op, bytes, n, p.lanes, p.waves, p.lane_mode)?;
         let split = mark.split(req);
         measured = Some((split, before, path.counters(0)));
         Ok((secs, ()))
     })?;
-    let ops = (n * p.lanes) as f64;
+    let ops = (n * p.lanes * p.waves.max(1)) as f64;
     run.rate_secs = secs;
     run.mops = ops / secs / 1e6;
     if let Some((split, before, after)) = measured {
