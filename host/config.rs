@@ -44,6 +44,9 @@ pub struct Config {
     pub ib_port: u8,
     pub gid_index: i32,
     pub traffic_class: i32,
+    /// QPs that share one UAR page (its doorbell register); 0 = all QPs of a
+    /// device context.
+    pub qps_per_uar: u32,
 }
 
 impl Default for Config {
@@ -63,6 +66,7 @@ impl Default for Config {
             ib_port: 1,
             gid_index: -1,
             traffic_class: 0,
+            qps_per_uar: 16,
         }
     }
 }
@@ -84,6 +88,7 @@ pub const KNOBS: &[(&str, &str, &str)] = &[
     ("RCCL_RUST_GIN_IB_PORT", "1", "mlx5 only: port number"),
     ("RCCL_RUST_GIN_GID_INDEX", "-1", "mlx5 only: GID index for RoCE; -1 picks a RoCE v2 IPv4-mapped GID"),
     ("RCCL_RUST_GIN_TRAFFIC_CLASS", "0", "traffic class when RCCL's config leaves trafficClass undefined (-1)"),
+    ("RCCL_RUST_GIN_QPS_PER_UAR", "16", "mlx5 only: queue pairs that share one UAR page and its doorbell register (1 = a page per QP, 0 = one page per device context); docs/architecture.md says why sharing is safe"),
 ];
 
 fn var(name: &str) -> Option<String> {
@@ -170,6 +175,9 @@ impl Config {
         }
         if let Some(v) = get("RCCL_RUST_GIN_TRAFFIC_CLASS") {
             c.traffic_class = number("RCCL_RUST_GIN_TRAFFIC_CLASS", &v, 0, 255)?;
+        }
+        if let Some(v) = get("RCCL_RUST_GIN_QPS_PER_UAR") {
+            c.qps_per_uar = number("RCCL_RUST_GIN_QPS_PER_UAR", &v, 0, 1 << 20)?;
         }
         Ok(c)
     }

@@ -68,6 +68,7 @@ fn spec(name: &str) -> Option<Spec> {
         "RCCL_RUST_GIN_IB_PORT" => ("2", || at_load("RCCL_RUST_GIN_IB_PORT", "0")),
         "RCCL_RUST_GIN_GID_INDEX" => ("3", || at_load("RCCL_RUST_GIN_GID_INDEX", "-2")),
         "RCCL_RUST_GIN_TRAFFIC_CLASS" => ("106", || at_load("RCCL_RUST_GIN_TRAFFIC_CLASS", "256")),
+        "RCCL_RUST_GIN_QPS_PER_UAR" => ("1", || at_load("RCCL_RUST_GIN_QPS_PER_UAR", "-1")),
         _ => return None,
     })
 }

@@ -575,3 +575,44 @@ fn the_rma_plugin_over_mlx5_stores_one_doorbell_per_batch_at_the_uar() {
     set_process_platform(None);
     assert_clean(&s, "after finalize");
 }
+
+/// The UAR page of each QP, read from its CREATE_QP command (qpc.uar_page).
+fn qp_uar_pages(s: &StandIn) -> Vec<u32> {
+    commands(s, "mlx5dv_devx_obj_create(CREATE_QP)").iter().map(|qp| bits(qp, 0xc0 + 0x68, 24) as u32).collect()
+}
+
+/// QPs share UAR pages `RCCL_RUST_GIN_QPS_PER_UAR` at a time: a page per
+/// group, every QP of a group rings the group page's register through one
+/// GPU address, a page is freed with its last QP and not before.
+#[test]
+fn qps_share_uar_pages_as_configured_and_free_them_with_their_last_qp() {
+    for (per_page, qps, pages) in [(1u32, 5usize, 5usize), (16, 40, 3), (0, 40, 1), (4, 8, 2)] {
+        let s = StandIn::new(Setup::roce());
+        {
+            let config = Config { qps_per_uar: per_page, ..Config::default() };
+            let p = Mlx5Provider::probe_on(s.platform(), &config).expect("probe");
+            let nic = p.open_mode(0, MemoryMode::Gpu).expect("open");
+            let mut made: Vec<_> = (0..qps).map(|_| nic.create_qp(6, 0, false).expect("create_qp")).collect();
+            let what = format!("{per_page} QPs per page, {qps} QPs");
+            assert_eq!(s.calls("mlx5dv_devx_alloc_uar").len(), pages, "{what}: UAR pages");
+            let per_qp = qp_uar_pages(&s);
+            for (k, page) in per_qp.iter().enumerate() {
+                let group = if per_page == 0 { 0 } else { k / per_page as usize };
+                assert_eq!(*page, per_qp[group * per_page.max(1) as usize], "{what}: QP {k} is on its group's page");
+                let cpu = s.doorbell_addr(*page).expect("a page the stand-in made") as u64;
+                assert_eq!(made[k].descriptor(1, 0, 0).uar_db, cpu + GPU_IO_OFFSET, "{what}: QP {k} rings its page");
+            }
+            let distinct: std::collections::BTreeSet<_> = per_qp.iter().collect();
+            assert_eq!(distinct.len(), pages, "{what}: distinct pages in the QP contexts");
+            // Newest first, as a scope drops them: a page is freed with the
+            // last of its QPs (its group's first) and not before.
+            while let Some(q) = made.pop() {
+                drop(q);
+                let left = made.len();
+                let live_pages = if per_page == 0 { usize::from(left > 0) } else { left.div_ceil(per_page as usize) };
+                assert_eq!(s.calls("mlx5dv_devx_free_uar").len(), pages - live_pages, "{what}: pages freed, {left} QPs left");
+            }
+        }
+        assert_clean(&s, &format!("{per_page} QPs per page"));
+    }
+}

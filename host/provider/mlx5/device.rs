@@ -33,6 +33,8 @@ pub(crate) struct Context {
     pub gid: [u8; 16],
     pub gid_index: u8,
     pub gid_type: GidType,
+    /// Where the context's QPs get their doorbell pages.
+    pub uars: super::devx::UarPool,
 }
 
 impl Drop for Context {
@@ -126,6 +128,7 @@ impl Context {
         };
         std::mem::forget(guard);
         Ok(Context {
+            uars: super::devx::UarPool::new(config.qps_per_uar),
             platform: platform.clone(),
             ctx,
             pd,

@@ -7,7 +7,7 @@ use super::platform::{Handle, Platform, UarInfo};
 use super::prm;
 use crate::error::{Error, Result};
 use crate::sys::mlx5dv;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 /// MLX5DV_UAR_ALLOC_TYPE_NC_DEDICATED (mlx5dv.h, rdma-core v45+, commit
 /// bf550b9fa833 "mlx5: Add support for allocating a dedicated NC UAR"):
@@ -59,7 +59,7 @@ impl Drop for Umem {
     }
 }
 
-/// A UAR: the doorbell page of one QP.
+/// A UAR: the doorbell page of one or more QPs (UarPool).
 pub(crate) struct Uar {
     platform: Arc<dyn Platform>,
     handle: Handle,
@@ -101,6 +101,45 @@ impl Uar {
             ctx.name
         );
         Ok(made(u, false))
+    }
+}
+
+/// Hands the QPs of a device context their UAR pages, `per_page` QPs to a
+/// page (0: one page for all of them), so that a rank with thousands of QPs
+/// does not hold thousands of UARs (ConnectX's UAR space is the ceiling:
+/// docs/architecture.md, "Doorbell pages"). All QPs on a page ring its one
+/// register: a doorbell is a single aligned 64-bit store that names its QP
+/// and carries that QP's producer index, so doorbells of different QPs to
+/// one register cannot mix, and each QP's own doorbells stay ordered by its
+/// ring lock. rdma-core's own default does the same: all QPs of a verbs
+/// context share its 16 doorbell registers (MLX5_DEF_TOT_UUARS, 8 UAR
+/// pages; providers/mlx5/mlx5-abi.h). A page is freed when its last QP is.
+pub(crate) struct UarPool {
+    per_page: u32,
+    /// The page being filled and how many QPs it has had.
+    filling: Mutex<Option<(Weak<Uar>, u32)>>,
+}
+
+impl UarPool {
+    pub fn new(per_page: u32) -> UarPool {
+        UarPool { per_page, filling: Mutex::new(None) }
+    }
+
+    /// The page for a new QP: the one being filled while it has room and
+    /// lives, else a new one.
+    pub fn get(&self, ctx: &Context) -> Result<Arc<Uar>> {
+        let mut filling = self.filling.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((page, users)) = filling.as_mut() {
+            if self.per_page == 0 || *users < self.per_page {
+                if let Some(u) = page.upgrade() {
+                    *users += 1;
+                    return Ok(u);
+                }
+            }
+        }
+        let u = Arc::new(Uar::alloc(ctx)?);
+        *filling = Some((Arc::downgrade(&u), 1));
+        Ok(u)
     }
 }
 

@@ -82,7 +82,7 @@ pub(crate) struct Mlx5Qp {
     _umem_dbr: Umem,
     _umem_cq: Umem,
     _umem_sq: Umem,
-    uar: Uar,
+    uar: Arc<Uar>,
     mem: QueueMem,
     ctx: Arc<Context>,
     qpn: u32,
@@ -118,7 +118,7 @@ impl Mlx5Qp {
             .try_write(0, &vec![0xF1u8; CQE_SIZE << mem.log_cq_cnt])
             .map_err(|e| Error::System(format!("{name}: initialising the CQ ring: {e}")))?;
 
-        let uar = Uar::alloc(ctx)?;
+        let uar = ctx.uars.get(ctx)?;
         // SAFETY: `mem` outlives the umems: Mlx5Qp declares it after them (so
         // drops it later), and on the error paths below the locals drop in
         // reverse order (objects, umems, UAR, then memory).
