@@ -231,6 +231,20 @@ impl Nic for EmuDevice {
     fn progress(&self) -> bool {
         self.nic.step()
     }
+    fn capabilities(&self) -> crate::provider::caps::Capabilities {
+        use crate::provider::caps::{Capabilities, Known};
+        Capabilities {
+            nic: emu_info().name,
+            // Executed by the NIC's step loop on host memory.
+            remote_atomics: Known::Yes,
+            atomics_use_pcie: false,
+            gpu_atomic_completer: Known::Unknown("emulated: no GPU".into()),
+            dmabuf: false,
+            max_inline: crate::mlx5::wire::MAX_INLINE,
+            max_qp: None,
+            qps_per_uar: None,
+        }
+    }
     fn counters(&self) -> Option<crate::provider::CounterSnapshot> {
         Some(self.nic.counters())
     }

@@ -6,6 +6,7 @@
 //! bnxt_re and ionic can follow as further implementations of these traits.
 
 mod access;
+pub mod caps;
 pub mod counters;
 #[cfg(feature = "emu")]
 pub mod emu;
@@ -94,6 +95,8 @@ pub trait Nic: Send + Sync {
     /// by RCCL's proxy thread); hardware needs nothing.
     fn needs_progress(&self) -> bool;
     fn progress(&self) -> bool;
+    /// What this NIC and the GPU behind it can do (provider/caps.rs).
+    fn capabilities(&self) -> caps::Capabilities;
     /// What the NIC counted (doorbells, WQEBBs read, CQEs, packets, ...):
     /// the emulated NIC counts everything; hardware providers return None
     /// (its counters are not read yet).

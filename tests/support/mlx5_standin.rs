@@ -84,6 +84,10 @@ pub struct Setup {
     /// The MAC the kernel resolves for every AH.
     pub rmac: [u8; 6],
     pub max_msg_sz: u32,
+    /// verbs `atomic_cap` (1 = IBV_ATOMIC_HCA, 2 = GLOB).
+    pub atomic_cap: u32,
+    /// The GPU's PCI bus id and the configuration space sysfs shows for it.
+    pub gpu_pci: Option<(String, Vec<u8>)>,
 }
 
 impl Setup {
@@ -106,6 +110,8 @@ impl Setup {
             gpu: true,
             rmac: [0x02, 0x11, 0x22, 0x33, 0x44, 0x55],
             max_msg_sz: 1 << 31,
+            atomic_cap: 1,
+            gpu_pci: None,
         }
     }
 
@@ -329,11 +335,12 @@ impl Platform for StandIn {
     fn query_device(&self, _ctx: Handle) -> io::Result<DeviceAttr> {
         self.step("ibv_query_device", String::new())?;
         Ok(DeviceAttr {
-            atomic_cap: 1,
+            atomic_cap: self.setup.atomic_cap,
             phys_port_cnt: 1,
             node_guid: 0x0102_0304_0506_0708,
             max_qp_rd_atom: 16,
             max_qp_init_rd_atom: 16,
+            max_qp: 131_072,
         })
     }
 
@@ -362,6 +369,13 @@ impl Platform for StandIn {
 
     fn pci_path(&self, name: &str) -> String {
         format!("/sys/devices/stand-in/{name}")
+    }
+
+    fn read_sysfs(&self, path: &str) -> io::Result<Vec<u8>> {
+        match &self.setup.gpu_pci {
+            Some((bdf, config)) if path == format!("/sys/bus/pci/devices/{bdf}/config") => Ok(config.clone()),
+            _ => Err(io::Error::from(io::ErrorKind::NotFound)),
+        }
     }
 
     fn alloc_pd(&self, _ctx: Handle) -> io::Result<Handle> {
@@ -572,6 +586,9 @@ struct StandInGpu(StandIn);
 impl GpuAccess for StandInGpu {
     fn allocator(&self) -> Arc<dyn Allocator> {
         Arc::new(StandInAlloc(self.0.clone()))
+    }
+    fn pci_bus_id(&self) -> Option<String> {
+        self.0.setup.gpu_pci.as_ref().map(|(bdf, _)| bdf.clone())
     }
     fn map_io(&self, addr: usize, len: usize) -> io::Result<Box<dyn DeviceMapping>> {
         self.0.step("hipHostRegister(IoMemory)", format!("addr {addr:#x} len {len}"))?;

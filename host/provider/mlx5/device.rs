@@ -33,6 +33,9 @@ pub(crate) struct Context {
     pub gid: [u8; 16],
     pub gid_index: u8,
     pub gid_type: GidType,
+    /// verbs `atomic_cap` and `max_qp`, for the capability probe.
+    pub atomic_cap: u32,
+    pub max_qp: u32,
     /// Where the context's QPs get their doorbell pages.
     pub uars: super::devx::UarPool,
 }
@@ -129,6 +132,8 @@ impl Context {
         std::mem::forget(guard);
         Ok(Context {
             uars: super::devx::UarPool::new(config.qps_per_uar),
+            atomic_cap: dattr.atomic_cap,
+            max_qp: dattr.max_qp.max(0) as u32,
             platform: platform.clone(),
             ctx,
             pd,

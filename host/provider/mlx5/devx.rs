@@ -125,6 +125,10 @@ impl UarPool {
         UarPool { per_page, filling: Mutex::new(None) }
     }
 
+    pub fn per_page(&self) -> u32 {
+        self.per_page
+    }
+
     /// The page for a new QP: the one being filled while it has room and
     /// lives, else a new one.
     pub fn get(&self, ctx: &Context) -> Result<Arc<Uar>> {

@@ -25,6 +25,7 @@ pub mod platform;
 pub mod prm;
 mod qp;
 
+use super::caps::{self, Capabilities, Known};
 use super::{Access, MemoryRegion, Nic, NicAddress, NicInfo, Provider, QueuePair};
 use crate::config::{Config, ProviderKind};
 use crate::error::{Error, Result};
@@ -116,7 +117,13 @@ impl Mlx5Provider {
             info.pci_path,
             memory.allocator().describe()
         );
-        Ok(Arc::new(Mlx5Nic { ctx, memory, eqn, info }))
+        let nic = Mlx5Nic { ctx, memory, eqn, info };
+        let caps = nic.capabilities();
+        crate::info_line!(INIT, "capabilities of {caps}");
+        if let Err(why) = caps.signal_mode() {
+            crate::warn_line!("{why}");
+        }
+        Ok(Arc::new(nic))
     }
 }
 
@@ -227,6 +234,26 @@ impl Nic for Mlx5Nic {
     }
     fn progress(&self) -> bool {
         false
+    }
+    fn capabilities(&self) -> Capabilities {
+        let c = &self.ctx;
+        Capabilities {
+            nic: c.name.clone(),
+            remote_atomics: if c.atomic_cap == platform::ATOMIC_NONE {
+                Known::No("verbs atomic_cap is IBV_ATOMIC_NONE".into())
+            } else {
+                Known::Yes
+            },
+            atomics_use_pcie: c.atomic_cap == platform::ATOMIC_GLOB,
+            gpu_atomic_completer: match &self.memory {
+                qp::Memory::Gpu(g) => caps::gpu_atomic_completer(g.pci_bus_id().as_deref(), |p| c.platform.read_sysfs(p)),
+                qp::Memory::Host(_) => Known::Unknown("host-memory mode: no GPU".into()),
+            },
+            dmabuf: self.info.ptr_support & NCCL_PTR_DMABUF != 0,
+            max_inline: crate::mlx5::wire::MAX_INLINE,
+            max_qp: Some(c.max_qp),
+            qps_per_uar: Some(c.uars.per_page()),
+        }
     }
 }
 

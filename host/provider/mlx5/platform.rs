@@ -37,10 +37,15 @@ pub struct DeviceAttr {
     pub node_guid: u64,
     pub max_qp_rd_atom: i32,
     pub max_qp_init_rd_atom: i32,
+    /// Queue pairs the device offers (verbs `max_qp`).
+    pub max_qp: i32,
 }
 
 /// `ibv_atomic_cap::IBV_ATOMIC_NONE`.
 pub const ATOMIC_NONE: u32 = 0;
+/// `ibv_atomic_cap::IBV_ATOMIC_GLOB`: atomic with respect to the CPU too,
+/// as PCIe AtomicOps on the target memory.
+pub const ATOMIC_GLOB: u32 = 2;
 /// `ibv_port_state::IBV_PORT_ACTIVE`.
 pub const PORT_ACTIVE: u32 = 4;
 
@@ -106,6 +111,10 @@ pub trait GpuAccess: Send + Sync {
     fn allocator(&self) -> Arc<dyn Allocator>;
     /// Maps `[addr, addr+len)` of an I/O page (a UAR) for the GPU.
     fn map_io(&self, addr: usize, len: usize) -> io::Result<Box<dyn DeviceMapping>>;
+    /// The GPU's PCI bus id (`0000:c1:00.0`), where known.
+    fn pci_bus_id(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A GPU mapping of an I/O range, unmapped on drop.
@@ -129,6 +138,11 @@ pub trait Platform: Send + Sync {
     fn gid_type(&self, name: &str, port: u8, index: i32) -> Option<GidType>;
     /// The device's PCI path from sysfs, empty when unknown.
     fn pci_path(&self, name: &str) -> String;
+    /// A sysfs file's bytes (a PCI function's configuration space, for the
+    /// capability probe).
+    fn read_sysfs(&self, path: &str) -> io::Result<Vec<u8>> {
+        std::fs::read(path)
+    }
     fn alloc_pd(&self, ctx: Handle) -> io::Result<Handle>;
     /// The PD's number for DevX commands (mlx5dv_init_obj(MLX5DV_OBJ_PD)).
     fn pd_number(&self, pd: Handle) -> io::Result<u32>;
@@ -300,6 +314,7 @@ impl Platform for RdmaCore {
             node_guid: a.node_guid,
             max_qp_rd_atom: a.max_qp_rd_atom,
             max_qp_init_rd_atom: a.max_qp_init_rd_atom,
+            max_qp: a.max_qp,
         })
     }
 
@@ -517,6 +532,9 @@ impl GpuAccess for HipGpu {
     }
     fn map_io(&self, addr: usize, len: usize) -> io::Result<Box<dyn DeviceMapping>> {
         Ok(Box::new(self.0.map_io(addr, len)?))
+    }
+    fn pci_bus_id(&self) -> Option<String> {
+        Some(self.0.pci_bus_id().to_string()).filter(|b| !b.is_empty())
     }
 }
 

@@ -1,0 +1,54 @@
+//! gin-caps: what each NIC (and the GPU behind it) can do for rust-gin, as
+//! the provider probes it when it opens the NIC (the same line
+//! `NCCL_DEBUG=INFO` prints), and the signal mode that follows. Reads the
+//! same RCCL_RUST_GIN_* variables as the library; `--host` opens the NICs
+//! without a GPU (host memory, as the RMA plugin does). Exit status 1 when
+//! a NIC allows no signal mode or cannot be opened.
+
+use clap::Parser;
+use rccl_rust_gin::config::Config;
+use rccl_rust_gin::provider::{self, MemoryMode};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(about = "Print what each NIC and GPU can do for rust-gin (RCCL_RUST_GIN_* variables apply)")]
+struct Args {
+    /// Open the NICs for host memory instead of a GPU.
+    #[arg(long)]
+    host: bool,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let run = || -> Result<bool, String> {
+        let config = Config::from_env().map_err(|e| e.to_string())?;
+        let mode = if args.host { MemoryMode::Host } else { MemoryMode::Gpu };
+        let p = provider::select_for(&config, mode).map_err(|e| e.to_string())?;
+        let mut all_ok = true;
+        for dev in 0..p.devices() {
+            match p.open(dev) {
+                Ok(nic) => {
+                    let caps = nic.capabilities();
+                    println!("{caps}");
+                    if let Err(why) = caps.signal_mode() {
+                        println!("  WARNING: {why}");
+                        all_ok = false;
+                    }
+                }
+                Err(e) => {
+                    println!("device {dev}: cannot open: {e}");
+                    all_ok = false;
+                }
+            }
+        }
+        Ok(all_ok)
+    };
+    match run() {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("gin-caps: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
