@@ -22,6 +22,7 @@ pub fn build() {
         .file(root.join("device/src/rust_gin_device.hip"))
         .file(root.join("device/src/host_only/wire_layout.cpp"))
         .file(root.join("device/src/host_only/wire_layout_bnxt.cpp"))
+        .file(root.join("device/src/host_only/wire_layout_ionic.cpp"))
         .file(root.join("device/src/host_only/lockstep.cpp"))
         .file(root.join("device/src/host_only/hazards.cpp"))
         .compile("rust_gin_device_host");
