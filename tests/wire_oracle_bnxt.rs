@@ -20,7 +20,6 @@
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
 use rccl_rust_gin::bnxt::wire::*;
 
@@ -436,16 +435,6 @@ fn comparison_reports_perturbed_missing_and_unchecked_facts() {
 // Whole WQEs, byte for byte, against rdma-core's bnxt_re_post_send()
 // ---------------------------------------------------------------------------
 
-#[derive(Clone, Copy, Debug)]
-enum Kind {
-    Write,
-    WriteImm,
-    Read,
-    WriteInline,
-    FetchAdd,
-    CmpSwap,
-}
-
 /// An ibv_send_wr, reduced to what this library posts.
 #[derive(Clone, Copy, Debug)]
 struct Wr {
@@ -623,16 +612,8 @@ fn cxx_wqe(wr: &Wr) -> [u8; 48] {
 }
 
 fn wr_strategy() -> impl Strategy<Value = Wr> {
-    let kind = prop_oneof![
-        Just(Kind::Write),
-        Just(Kind::WriteImm),
-        Just(Kind::Read),
-        Just(Kind::WriteInline),
-        Just(Kind::FetchAdd),
-        Just(Kind::CmpSwap),
-    ];
     (
-        kind,
+        kind_strategy(),
         any::<(bool, bool, bool)>(),
         any::<(u64, u32, u64, u32)>(),
         0u32..=(1 << 20),
@@ -656,22 +637,13 @@ fn wr_strategy() -> impl Strategy<Value = Wr> {
         })
 }
 
-fn runner() -> TestRunner {
-    TestRunner::new_with_rng(Config { cases: 512, ..Config::default() }, TestRng::deterministic_rng(RngAlgorithm::ChaCha))
-}
-
 #[test]
 fn whole_wqes_match_rdma_core_byte_for_byte() {
-    runner()
-        .run(&wr_strategy(), |wr| {
-            let reference = reference_wqe(&wr);
-            let rust = rust_wqe(&wr);
-            prop_assert_eq!(rust.encode(), reference, "Rust twin vs rdma-core for {:?}", wr);
-            prop_assert_eq!(cxx_wqe(&wr), reference, "C++ header vs rdma-core for {:?}", wr);
-            prop_assert_eq!(Wqe::parse(&reference), rust, "parse of rdma-core's bytes for {:?}", wr);
-            Ok(())
-        })
-        .unwrap();
+    assert_each_matches_reference(wr_strategy(), reference_wqe, |wr| {
+        let rust = rust_wqe(wr);
+        assert_eq!(Wqe::parse(&reference_wqe(wr)), rust, "parse of rdma-core's bytes for {wr:?}");
+        vec![("Rust twin", rust.encode()), ("C++ header", cxx_wqe(wr))]
+    });
 }
 
 /// The same comparison sees a wrong byte: a builder that puts the rkey one

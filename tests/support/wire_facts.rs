@@ -7,6 +7,10 @@
 
 use std::collections::BTreeMap;
 use std::ffi::{c_char, CStr};
+use std::fmt::Debug;
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
 /// One of our facts, named after the upstream fact it must equal.
 #[derive(Clone, Debug)]
@@ -240,4 +244,49 @@ pub fn assert_every_constant_is_checked(
             .map(|c| format!("{twin} {c}")),
     );
     assert!(unchecked.is_empty(), "constants compared with no upstream fact:\n  {}", unchecked.join("\n  "));
+}
+
+/// The work requests the device library posts, for the whole-WQE checks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Write,
+    WriteImm,
+    Read,
+    WriteInline,
+    FetchAdd,
+    CmpSwap,
+}
+
+pub fn kind_strategy() -> impl Strategy<Value = Kind> {
+    prop_oneof![
+        Just(Kind::Write),
+        Just(Kind::WriteImm),
+        Just(Kind::Read),
+        Just(Kind::WriteInline),
+        Just(Kind::FetchAdd),
+        Just(Kind::CmpSwap),
+    ]
+}
+
+/// 512 cases from a fixed seed: the same requests on every run.
+pub fn runner() -> TestRunner {
+    TestRunner::new_with_rng(Config { cases: 512, ..Config::default() }, TestRng::deterministic_rng(RngAlgorithm::ChaCha))
+}
+
+/// For every generated request, each of our descriptions' bytes (named)
+/// equals the bytes upstream's code builds.
+pub fn assert_each_matches_reference<W: Debug + Clone, B: PartialEq + Debug>(
+    requests: impl Strategy<Value = W>,
+    reference: impl Fn(&W) -> B,
+    ours: impl Fn(&W) -> Vec<(&'static str, B)>,
+) {
+    runner()
+        .run(&requests, |wr| {
+            let expect = reference(&wr);
+            for (who, bytes) in ours(&wr) {
+                prop_assert_eq!(&bytes, &expect, "{} vs upstream for {:?}", who, wr);
+            }
+            Ok(())
+        })
+        .unwrap();
 }
