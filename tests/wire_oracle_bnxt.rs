@@ -435,24 +435,18 @@ fn comparison_reports_perturbed_missing_and_unchecked_facts() {
 // Whole WQEs, byte for byte, against rdma-core's bnxt_re_post_send()
 // ---------------------------------------------------------------------------
 
-/// An ibv_send_wr, reduced to what this library posts.
+/// A request and what else rdma-core's posting code reads.
 #[derive(Clone, Copy, Debug)]
 struct Wr {
-    kind: Kind,
-    signaled: bool,
-    fence: bool,
+    req: Request,
     solicited: bool,
-    raddr: u64,
-    rkey: u32,
-    laddr: u64,
-    lkey: u32,
-    length: u32,
-    /// ibv's imm_data: big-endian storage.
-    imm_data: u32,
-    /// wr.atomic.compare_add (the add value of FA) and wr.atomic.swap.
-    compare_add: u64,
-    swap: u64,
-    inline_value: u64,
+}
+
+impl std::ops::Deref for Wr {
+    type Target = Request;
+    fn deref(&self) -> &Request {
+        &self.req
+    }
 }
 
 fn put(b: &mut [u8], at: u64, v: u64, width: usize) {
@@ -612,29 +606,7 @@ fn cxx_wqe(wr: &Wr) -> [u8; 48] {
 }
 
 fn wr_strategy() -> impl Strategy<Value = Wr> {
-    (
-        kind_strategy(),
-        any::<(bool, bool, bool)>(),
-        any::<(u64, u32, u64, u32)>(),
-        0u32..=(1 << 20),
-        1u32..=8,
-        any::<(u32, u64, u64, u64)>(),
-    )
-        .prop_map(|(kind, (signaled, fence, solicited), (raddr, rkey, laddr, lkey), len, ilen, (imm, ca, sw, iv))| Wr {
-            kind,
-            signaled,
-            fence,
-            solicited,
-            raddr,
-            rkey,
-            laddr,
-            lkey,
-            length: if matches!(kind, Kind::WriteInline) { ilen } else { len },
-            imm_data: imm,
-            compare_add: ca,
-            swap: sw,
-            inline_value: iv,
-        })
+    (request_strategy(), any::<bool>()).prop_map(|(req, solicited)| Wr { req, solicited })
 }
 
 #[test]
@@ -650,21 +622,7 @@ fn whole_wqes_match_rdma_core_byte_for_byte() {
 /// slot off, or a flag in the wrong byte, does not pass.
 #[test]
 fn whole_wqe_comparison_sees_a_wrong_field() {
-    let wr = Wr {
-        kind: Kind::WriteImm,
-        signaled: true,
-        fence: false,
-        solicited: false,
-        raddr: 0x1122_3344_5566_7788,
-        rkey: 0xdead_beef,
-        laddr: 0x99aa_bbcc_ddee_ff00,
-        lkey: 0x0bad_f00d,
-        length: 4096,
-        imm_data: 0x0102_0304,
-        compare_add: 0,
-        swap: 0,
-        inline_value: 0,
-    };
+    let wr = Wr { req: Request::example(Kind::WriteImm), solicited: false };
     let reference = reference_wqe(&wr);
     assert_eq!(rust_wqe(&wr).encode(), reference);
     let mut w = rust_wqe(&wr);

@@ -371,26 +371,21 @@ fn comparison_reports_perturbed_missing_and_unchecked_facts() {
 // Whole WQEs, byte for byte, against rdma-core's ionic_v1_prep_*()
 // ---------------------------------------------------------------------------
 
-/// An ibv_send_wr, reduced to what this library posts, plus the SQ state
-/// rdma-core's prep functions read (producer index and colour).
+/// A request plus the SQ state rdma-core's prep functions read (firmware
+/// ABI version, producer index and colour).
 #[derive(Clone, Copy, Debug)]
 struct Wr {
-    kind: Kind,
+    req: Request,
     v2: bool,
-    signaled: bool,
-    fence: bool,
     prod: u16,
     color: bool,
-    raddr: u64,
-    rkey: u32,
-    laddr: u64,
-    lkey: u32,
-    length: u32,
-    /// ibv's imm_data, big-endian storage.
-    imm_data: u32,
-    compare_add: u64,
-    swap: u64,
-    inline_value: u64,
+}
+
+impl std::ops::Deref for Wr {
+    type Target = Request;
+    fn deref(&self) -> &Request {
+        &self.req
+    }
 }
 
 fn put_be(b: &mut [u8], at: u64, v: u64, width: usize) {
@@ -560,35 +555,13 @@ fn cxx_wqe(wr: &Wr) -> [u8; 64] {
 }
 
 fn wr_strategy() -> impl Strategy<Value = Wr> {
-    (
-        kind_strategy(),
-        any::<(bool, bool, bool, bool)>(),
-        any::<u16>(),
-        any::<(u64, u32, u64, u32)>(),
-        (0u32..=(1 << 20), 1u32..=8),
-        any::<(u32, u64, u64, u64)>(),
-    )
-        .prop_map(|(kind, (v2, signaled, fence, color), prod, (raddr, rkey, laddr, lkey), (len, ilen), (imm, ca, sw, iv))| {
-            let atomic = matches!(kind, Kind::FetchAdd | Kind::CmpSwap);
-            Wr {
-                kind,
-                // rdma-core writes the atomic_v2 body only for version >= 2 (ionic_verbs.c:2871-2879)
-                v2: v2 || atomic,
-                signaled,
-                fence,
-                prod,
-                color,
-                raddr,
-                rkey,
-                laddr,
-                lkey,
-                length: if matches!(kind, Kind::WriteInline) { ilen } else { len },
-                imm_data: imm,
-                compare_add: ca,
-                swap: sw,
-                inline_value: iv,
-            }
-        })
+    (request_strategy(), any::<(bool, bool)>(), any::<u16>()).prop_map(|(req, (v2, color), prod)| Wr {
+        req,
+        // rdma-core writes the atomic_v2 body only for version >= 2 (ionic_verbs.c:2871-2879)
+        v2: v2 || matches!(req.kind, Kind::FetchAdd | Kind::CmpSwap),
+        prod,
+        color,
+    })
 }
 
 #[test]
@@ -604,23 +577,7 @@ fn whole_wqes_match_rdma_core_byte_for_byte() {
 /// order, the remote address halves swapped.
 #[test]
 fn whole_wqe_comparison_sees_a_wrong_field() {
-    let wr = Wr {
-        kind: Kind::Write,
-        v2: true,
-        signaled: true,
-        fence: false,
-        prod: 7,
-        color: true,
-        raddr: 0x1122_3344_5566_7788,
-        rkey: 0xdead_beef,
-        laddr: 0x99aa_bbcc_ddee_ff00,
-        lkey: 0x0bad_f00d,
-        length: 4096,
-        imm_data: 0,
-        compare_add: 0,
-        swap: 0,
-        inline_value: 0,
-    };
+    let wr = Wr { req: Request::example(Kind::Write), v2: true, prod: 7, color: true };
     let reference = reference_wqe(&wr);
     assert_eq!(rust_wqe(&wr).encode(), reference);
     let mut w = rust_wqe(&wr);

@@ -268,6 +268,72 @@ pub fn kind_strategy() -> impl Strategy<Value = Kind> {
     ]
 }
 
+/// An ibv_send_wr, reduced to what the device library posts; each family's
+/// test adds the queue state its posting code reads.
+#[derive(Clone, Copy, Debug)]
+pub struct Request {
+    pub kind: Kind,
+    pub signaled: bool,
+    pub fence: bool,
+    pub raddr: u64,
+    pub rkey: u32,
+    pub laddr: u64,
+    pub lkey: u32,
+    /// Payload bytes (1..=8 for an inline WRITE).
+    pub length: u32,
+    /// ibv's imm_data: big-endian storage.
+    pub imm_data: u32,
+    /// wr.atomic.compare_add (the add value of FA) and wr.atomic.swap.
+    pub compare_add: u64,
+    pub swap: u64,
+    /// An inline WRITE's payload: its first `length` bytes in memory order.
+    pub inline_value: u64,
+}
+
+impl Request {
+    /// A signalled request of `kind` with distinct, recognisable fields.
+    pub fn example(kind: Kind) -> Request {
+        Request {
+            kind,
+            signaled: true,
+            fence: false,
+            raddr: 0x1122_3344_5566_7788,
+            rkey: 0xdead_beef,
+            laddr: 0x99aa_bbcc_ddee_ff00,
+            lkey: 0x0bad_f00d,
+            length: if kind == Kind::WriteInline { 8 } else { 4096 },
+            imm_data: 0x0102_0304,
+            compare_add: 0x0a0b_0c0d_0e0f_1011,
+            swap: 0x2122_2324_2526_2728,
+            inline_value: 0x3132_3334_3536_3738,
+        }
+    }
+}
+
+pub fn request_strategy() -> impl Strategy<Value = Request> {
+    (
+        kind_strategy(),
+        any::<(bool, bool)>(),
+        any::<(u64, u32, u64, u32)>(),
+        (0u32..=(1 << 20), 1u32..=8),
+        any::<(u32, u64, u64, u64)>(),
+    )
+        .prop_map(|(kind, (signaled, fence), (raddr, rkey, laddr, lkey), (len, ilen), (imm, ca, sw, iv))| Request {
+            kind,
+            signaled,
+            fence,
+            raddr,
+            rkey,
+            laddr,
+            lkey,
+            length: if kind == Kind::WriteInline { ilen } else { len },
+            imm_data: imm,
+            compare_add: ca,
+            swap: sw,
+            inline_value: iv,
+        })
+}
+
 /// 512 cases from a fixed seed: the same requests on every run.
 pub fn runner() -> TestRunner {
     TestRunner::new_with_rng(Config { cases: 512, ..Config::default() }, TestRng::deterministic_rng(RngAlgorithm::ChaCha))
