@@ -109,6 +109,8 @@ fn mlx5dv() {
         .flag("-include")
         .flag("infiniband/mlx5dv.h")
         .file(root.join("build/mlx5dv_oracle.c"))
+        // The bnxt_re uapi facts (<rdma/bnxt_re-abi.h>, from linux-libc-dev).
+        .file(root.join("build/bnxt_re_oracle.c"))
         .warnings(false)
         .compile("rust_gin_mlx5dv_shim");
     println!("cargo:rustc-link-lib=dylib=mlx5");

@@ -21,6 +21,8 @@ pub fn build() {
         .opt_level(2)
         .file(root.join("device/src/rust_gin_device.hip"))
         .file(root.join("device/src/host_only/wire_layout.cpp"))
+        .file(root.join("device/src/host_only/wire_layout_bnxt.cpp"))
+        .file(root.join("device/src/host_only/wire_layout_ionic.cpp"))
         .file(root.join("device/src/host_only/lockstep.cpp"))
         .file(root.join("device/src/host_only/hazards.cpp"))
         .compile("rust_gin_device_host");

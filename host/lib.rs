@@ -14,6 +14,7 @@
 //!   connect, properties, the queue-pair mesh, the tokens RCCL holds.
 //! - [`emu`]: the emulated NIC that executes real mlx5 WQEs in host memory.
 //! - [`mlx5`]: wire formats, queue memory, host-side posting.
+//! - [`bnxt`], [`ionic`]: the wire formats of Broadcom Thor2 and AMD Pollara.
 //! - [`abi`]: layouts shared with the device library (generated from C headers).
 //! - [`ffi`]: C ABI mirrors of RCCL's plugin structs.
 //! - [`device`]: the host build of the device library.
@@ -24,6 +25,7 @@
 //! - [`sys`]: bindings to rdma-core (mlx5dv) and its oracle facts.
 
 pub mod abi;
+pub mod bnxt;
 pub mod config;
 pub mod device;
 #[cfg(feature = "emu")]
@@ -32,6 +34,7 @@ pub mod error;
 pub mod ffi;
 pub mod gin;
 pub mod gpu;
+pub mod ionic;
 pub mod log;
 pub mod mapping;
 pub mod mem;

@@ -24,7 +24,7 @@
 //! `every_constant_is_checked`.
 
 use std::collections::BTreeMap;
-use std::ffi::{c_char, CStr};
+use std::ffi::c_char;
 use std::mem::{offset_of, size_of};
 
 use proptest::prelude::*;
@@ -39,30 +39,15 @@ use rccl_rust_gin::mlx5::wire::*;
 use rccl_rust_gin::sys::mlx5dv as dv;
 use rccl_rust_gin::sys::oracle::{mlx5dv_fact, mlx5dv_facts};
 
+#[macro_use]
+#[path = "support/wire_facts.rs"]
+#[allow(dead_code)]
+mod wire_facts;
+use wire_facts::*;
+
 // ---------------------------------------------------------------------------
 // The three tables
 // ---------------------------------------------------------------------------
-
-/// One of our facts, named after the oracle fact it must equal.
-#[derive(Clone, Debug)]
-struct Row {
-    oracle: String,
-    ours: String,
-    value: u64,
-}
-
-impl Row {
-    fn new(oracle: &str, ours: &str, value: u64) -> Row {
-        Row { oracle: oracle.to_string(), ours: ours.replace(' ', ""), value }
-    }
-}
-
-#[repr(C)]
-struct CxxFact {
-    oracle: *const c_char,
-    ours: *const c_char,
-    value: u64,
-}
 
 #[repr(C)]
 struct CxxExtra {
@@ -82,23 +67,10 @@ extern "C" {
     fn rust_gin_wire_cqe_owner(op_own: u8) -> u8;
 }
 
-fn cstr(p: *const c_char) -> String {
-    // SAFETY: the tables hold NUL-terminated string literals.
-    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
-}
-
 /// The C++ header's facts, as wire_layout.cpp exports them.
 fn cxx_rows() -> Vec<Row> {
     // SAFETY: an immutable static array of rust_gin_wire_facts_len entries.
-    unsafe {
-        let base = rust_gin_wire_facts.as_ptr();
-        (0..rust_gin_wire_facts_len)
-            .map(|i| {
-                let f = &*base.add(i);
-                Row::new(&cstr(f.oracle), &cstr(f.ours), f.value)
-            })
-            .collect()
-    }
+    unsafe { cxx_table(rust_gin_wire_facts.as_ptr(), rust_gin_wire_facts_len) }
 }
 
 /// The C++ constants mlx5dv.h does not state: (name, value, cited source).
@@ -113,27 +85,6 @@ fn cxx_extras() -> Vec<(String, u64, String)> {
             })
             .collect()
     }
-}
-
-/// Where `needle` (a field's big-endian bytes) sits in an encoded segment:
-/// the offset the Rust encoder actually uses for that field.
-fn measured_offset(encoded: &[u8], needle: &[u8]) -> u64 {
-    let hits: Vec<usize> =
-        (0..=encoded.len() - needle.len()).filter(|&i| &encoded[i..i + needle.len()] == needle).collect();
-    assert_eq!(hits.len(), 1, "marker {needle:02x?} must occur once in {encoded:02x?}");
-    hits[0] as u64
-}
-
-/// First byte the encoder leaves zero when every field is all ones: where a
-/// trailing reserved field starts.
-fn first_untouched(encoded: &[u8]) -> u64 {
-    encoded.iter().position(|&b| b == 0).expect("a reserved field") as u64
-}
-
-macro_rules! rust_row {
-    ($oracle:expr, $path:expr) => {
-        Row::new($oracle, stringify!($path), $path as u64)
-    };
 }
 
 /// The Rust twin's facts, each named after the oracle fact it must equal.
@@ -300,32 +251,6 @@ fn rust_derived() -> Vec<(&'static str, u64, u64)> {
     )]
 }
 
-/// Compares our facts with the oracle's, name by name. Reports every oracle
-/// fact we lack, every fact of ours the oracle lacks (an unchecked value) and
-/// every disagreement.
-fn compare(oracle: &[(String, u64)], ours: &[Row], side: &str) -> Vec<String> {
-    let mut problems = Vec::new();
-    let by_name: BTreeMap<&str, u64> = oracle.iter().map(|(n, v)| (n.as_str(), *v)).collect();
-    for (name, _) in oracle {
-        if !ours.iter().any(|r| &r.oracle == name) {
-            problems.push(format!("missing: {side} has no fact for oracle {name}"));
-        }
-    }
-    for r in ours {
-        match by_name.get(r.oracle.as_str()) {
-            None => problems.push(format!("unchecked: {side} {} claims {}, which the oracle lacks", r.ours, r.oracle)),
-            Some(&v) if v != r.value => problems
-                .push(format!("mismatch: {side} {} = {:#x}, rdma-core {} = {:#x}", r.ours, r.value, r.oracle, v)),
-            Some(_) => {}
-        }
-    }
-    problems
-}
-
-fn assert_no_problems(problems: Vec<String>) {
-    assert!(problems.is_empty(), "{} problem(s):\n  {}", problems.len(), problems.join("\n  "));
-}
-
 // ---------------------------------------------------------------------------
 // Sizes, offsets, constants
 // ---------------------------------------------------------------------------
@@ -386,70 +311,6 @@ fn constants_outside_mlx5dv_match_their_rdma_core_sources() {
     assert_eq!(mlx5dv_fact("MLX5_WQE_CTRL_SOLICITED") & (ce | fm), 0);
 }
 
-/// Names of the enumerators of every enum in a C++ header.
-fn cxx_enumerators(src: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut depth_in_enum = false;
-    for raw in src.lines() {
-        let line = raw.split("//").next().unwrap().trim();
-        if !depth_in_enum {
-            if line.starts_with("enum") && line.contains('{') {
-                depth_in_enum = true;
-                let body = line.split_once('{').unwrap().1;
-                if let Some((inner, _)) = body.split_once('}') {
-                    out.extend(enumerators_of(inner));
-                    depth_in_enum = false;
-                } else {
-                    out.extend(enumerators_of(body));
-                }
-            }
-            continue;
-        }
-        if let Some((inner, _)) = line.split_once('}') {
-            out.extend(enumerators_of(inner));
-            depth_in_enum = false;
-        } else {
-            out.extend(enumerators_of(line));
-        }
-    }
-    out
-}
-
-fn enumerators_of(s: &str) -> Vec<String> {
-    s.split(',')
-        .filter_map(|item| {
-            let name: String = item.trim().chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
-            (!name.is_empty()).then_some(name)
-        })
-        .collect()
-}
-
-/// `pub const` names of a Rust module file, qualified by their inline module.
-fn rust_consts(src: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut module: Option<String> = None;
-    for line in src.lines() {
-        if let Some(rest) = line.strip_prefix("pub mod ") {
-            if let Some(name) = rest.strip_suffix(" {") {
-                module = Some(name.trim().to_string());
-            }
-            continue;
-        }
-        if line == "}" {
-            module = None;
-            continue;
-        }
-        if let Some(rest) = line.trim_start().strip_prefix("pub const ") {
-            let name: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
-            out.push(match &module {
-                Some(m) => format!("{m}::{name}"),
-                None => name,
-            });
-        }
-    }
-    out
-}
-
 #[test]
 fn every_constant_is_checked() {
     let root = env!("CARGO_MANIFEST_DIR");
@@ -500,34 +361,9 @@ fn every_constant_is_checked() {
 #[test]
 fn comparison_reports_perturbed_missing_and_unchecked_facts() {
     let oracle = mlx5dv_facts();
+    let victims = ["offsetof(mlx5_cqe64.wqe_counter)", "MLX5_OPCODE_RDMA_WRITE", "sizeof(mlx5_wqe_ctrl_seg)"];
     for (side, ours) in [("wire.h", cxx_rows()), ("wire.rs", rust_rows())] {
-        assert_no_problems(compare(&oracle, &ours, side));
-
-        for victim in ["offsetof(mlx5_cqe64.wqe_counter)", "MLX5_OPCODE_RDMA_WRITE", "sizeof(mlx5_wqe_ctrl_seg)"] {
-            let mut perturbed = oracle.clone();
-            perturbed.iter_mut().find(|(n, _)| n == victim).unwrap().1 += 1;
-            let problems = compare(&perturbed, &ours, side);
-            assert!(
-                !problems.is_empty() && problems.iter().all(|p| p.starts_with("mismatch") && p.contains(victim)),
-                "perturbing {victim} must be reported as a mismatch on {side}: {problems:?}"
-            );
-        }
-
-        let mut lacking = ours.clone();
-        lacking.retain(|r| r.oracle != "MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR");
-        let problems = compare(&oracle, &lacking, side);
-        assert!(
-            problems.len() == 1 && problems[0].starts_with("missing") && problems[0].contains("REMOTE_ACCESS_ERR"),
-            "{side}: {problems:?}"
-        );
-
-        let mut extra = ours.clone();
-        extra.push(Row::new("MLX5_OPCODE_FROBNICATE", "OP_FROBNICATE", 0x42));
-        let problems = compare(&oracle, &extra, side);
-        assert!(
-            problems.len() == 1 && problems[0].starts_with("unchecked") && problems[0].contains("FROBNICATE"),
-            "{side}: {problems:?}"
-        );
+        assert_comparison_catches(&oracle, &ours, side, &victims, "MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR");
     }
 
     // The coverage scan sees a new constant.
