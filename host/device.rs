@@ -20,6 +20,11 @@ mod functions {
 }
 pub use functions::*;
 
+/// The largest inline payload the device code posts (device/include/
+/// rust_gin/mlx5/wqe.h `kMaxInline`; tests/provider_caps.rs checks that the
+/// device code takes this many bytes inline and refuses one more).
+pub const MAX_INLINE: u32 = 8;
+
 /// Builds the 64-byte WQE the device code writes for `req`, or
 /// [`DeviceStatus::Invalid`] for a request the device library refuses to
 /// encode (`request_valid` in device/include/rust_gin/mlx5/wqe.h).

@@ -9,10 +9,6 @@ pub const SEND_WQE_SHIFT: u32 = 6;
 pub const SEND_DS_BYTES: usize = 16;
 pub const MAX_DS: u8 = 63;
 pub const INLINE_SEG: u32 = 0x8000_0000;
-/// The largest inline payload the device code posts (device/include/
-/// rust_gin/mlx5/wqe.h `kMaxInline`: one inline segment inside a WQEBB;
-/// tests/provider_caps.rs checks the device code refuses one byte more).
-pub const MAX_INLINE: u32 = 8;
 pub const INVALID_LKEY: u32 = 0x100;
 pub const RCV_DBR: usize = 0;
 pub const SND_DBR: usize = 1;

@@ -240,7 +240,7 @@ impl Nic for EmuDevice {
             atomics_use_pcie: false,
             gpu_atomic_completer: Known::Unknown("emulated: no GPU".into()),
             dmabuf: false,
-            max_inline: crate::mlx5::wire::MAX_INLINE,
+            max_inline: crate::device::MAX_INLINE,
             max_qp: None,
             qps_per_uar: None,
         }

@@ -250,7 +250,7 @@ impl Nic for Mlx5Nic {
                 qp::Memory::Host(_) => Known::Unknown("host-memory mode: no GPU".into()),
             },
             dmabuf: self.info.ptr_support & NCCL_PTR_DMABUF != 0,
-            max_inline: crate::mlx5::wire::MAX_INLINE,
+            max_inline: crate::device::MAX_INLINE,
             max_qp: Some(c.max_qp),
             qps_per_uar: Some(c.uars.per_page()),
         }
