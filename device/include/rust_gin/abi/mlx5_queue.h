@@ -55,7 +55,7 @@ typedef struct rust_gin_mlx5_sq_state {
   uint32_t ring_lock;
   uint32_t poll_lock;
   uint32_t failed;        /* nonzero once an error CQE was seen on this queue */
-  uint32_t reserved0;
+  uint32_t credit_lock;   /* held while counter_log entries are credited */
   uint64_t doorbells;     /* doorbells rung (statistics) */
   uint64_t read_end;      /* end of the newest published batch holding a READ */
   uint64_t dump_end;      /* 1 + index of the newest DUMP (flush after READs) */

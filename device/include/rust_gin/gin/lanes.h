@@ -68,11 +68,11 @@ RG_INLINE void in_lane_order(uint64_t group, Body body) {
 // still rings once. Requests travel as values, never as an indexed array,
 // which would cost scratch memory on the GPU.
 //
-// Per queue, the group's requests go out as one batch when they fit one
-// (at most max_batch()); otherwise the lanes take turns, one batch each.
-// Both run the same batch steps below, so the code (and its registers)
-// exists once: in turn, the group's other lanes go through each batch with
-// nothing to post. The batch rings when any of its lanes asked to.
+// Per queue, the group's requests go out in batches of at most max_batch()
+// lanes (a quarter of the queue: docs/architecture.md, deadlock freedom),
+// lowest lanes first: one batch when they fit, else several, one ticket,
+// publish and doorbell each. The group's other lanes go through each batch
+// with nothing to post. The batch rings when any of its lanes asked to.
 RG_INLINE int post_lane(const rust_gin_mlx5_sq* q, const Request& r, bool has, bool ring, uint64_t* last,
                         uint32_t counter_tag = 0) {
   const uint32_t me = wave::lane_id();
@@ -80,13 +80,19 @@ RG_INLINE int post_lane(const rust_gin_mlx5_sq* q, const Request& r, bool has, b
   for_each_queue_group(q, wave::ballot(true), [&](uint64_t group, uint32_t, const rust_gin_mlx5_sq* gq) {
     SendQueue sq(gq);
     uint64_t todo = wave::ballot(has) & group;
-    const bool in_turn = static_cast<uint32_t>(__builtin_popcountll(todo)) > sq.max_batch();
+    const uint32_t max_batch = sq.max_batch();
     // One bound per lane's post, as SendQueue::post has (only a batch's
     // leader waits, on its own bound).
     Bound bound(sq.timeout_ns());
     while (todo) {
       const uint32_t leader = __builtin_ctzll(todo);
-      const uint64_t batch = in_turn ? uint64_t{1} << leader : todo;
+      // All of todo, or its lowest max_batch lanes (wave-uniform: scalar work).
+      uint64_t rest = 0;
+      if (static_cast<uint32_t>(__builtin_popcountll(todo)) > max_batch) {
+        rest = todo;
+        for (uint32_t k = 0; k < max_batch; ++k) rest &= rest - 1;
+      }
+      const uint64_t batch = todo & ~rest;
       const bool member = (batch >> me) & 1;
       const uint32_t total = __builtin_popcountll(batch);
       const uint32_t i = __builtin_popcountll(batch & lanes_below(me));

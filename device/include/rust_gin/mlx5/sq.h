@@ -127,25 +127,40 @@ class SendQueue {
            atomic_load(&st_->credited, __ATOMIC_ACQUIRE, Scope::agent);
   }
 
-  // Credits the counters of counted puts that completed: claims the range
-  // of completed WQEs not yet credited (one claimant per range), adds 1 to
-  // each entry's counter unless the WQE is at or after the first failure,
-  // and clears the entries.
+  // Credits the counters of counted puts that completed. Whoever takes the
+  // credit lock reads and clears the counter_log entries of the WQEs that
+  // completed since `credited`, adds 1 to each entry's counter unless the
+  // WQE is at or after the first failure, and only then raises `credited`
+  // (release): a producer reusing a slot waits for `credited`, so it never
+  // overwrites an entry nobody has read yet (claiming the range first and
+  // reading it after let a reused slot's new entry be credited in place of
+  // the old one: the lockstep soak caught a counter one off). A caller that
+  // finds the lock taken leaves; the holder looks again after unlocking, as
+  // ring() does, so the loop is no wait.
   RG_INLINE void credit_counters() {
     uint32_t* log = reinterpret_cast<uint32_t*>(rd(d_->counter_log));
     if (!log) return;
-    const uint64_t done = atomic_load(&st_->done, __ATOMIC_ACQUIRE, Scope::agent);
-    uint64_t from = atomic_load(&st_->credited, __ATOMIC_RELAXED, Scope::agent);
-    if (from >= done || !atomic_cas(&st_->credited, &from, done, __ATOMIC_ACQ_REL, Scope::agent)) return;
-    const uint64_t failed = atomic_load(&st_->failed_end, __ATOMIC_RELAXED, Scope::agent);
-    const uint64_t good_end = failed ? failed - 1 : done;
-    uint64_t* counters = reinterpret_cast<uint64_t*>(rd(d_->counters));
-    for (uint64_t i = from; i < done; ++i) {
-      uint32_t* e = &log[i & (depth() - 1)];
-      const uint32_t c = atomic_load(e, __ATOMIC_RELAXED, Scope::agent);
-      if (!c) continue;
-      atomic_store(e, 0u, __ATOMIC_RELAXED, Scope::agent);
-      if (i < good_end) atomic_fetch_add(&counters[c - 1], uint64_t{1}, __ATOMIC_RELEASE, Scope::agent);
+    for (;;) {
+      if (atomic_exchange(&st_->credit_lock, 1u, __ATOMIC_ACQ_REL, Scope::agent) != 0) return;
+      const uint64_t done = atomic_load(&st_->done, __ATOMIC_ACQUIRE, Scope::agent);
+      const uint64_t from = atomic_load(&st_->credited, __ATOMIC_RELAXED, Scope::agent);
+      if (from < done) {
+        const uint64_t failed = atomic_load(&st_->failed_end, __ATOMIC_RELAXED, Scope::agent);
+        const uint64_t good_end = failed ? failed - 1 : done;
+        uint64_t* counters = reinterpret_cast<uint64_t*>(rd(d_->counters));
+        for (uint64_t i = from; i < done; ++i) {
+          uint32_t* e = &log[i & (depth() - 1)];
+          const uint32_t c = atomic_load(e, __ATOMIC_RELAXED, Scope::agent);
+          if (!c) continue;
+          atomic_store(e, 0u, __ATOMIC_RELAXED, Scope::agent);
+          if (i < good_end) atomic_fetch_add(&counters[c - 1], uint64_t{1}, __ATOMIC_RELEASE, Scope::agent);
+        }
+        // An exchange, not a store: the device code's only plain 64-bit
+        // stores are doorbells (the ISA checks hold it to that).
+        atomic_exchange(&st_->credited, done, __ATOMIC_RELEASE, Scope::agent);
+      }
+      atomic_store(&st_->credit_lock, 0u, __ATOMIC_RELEASE, Scope::agent);
+      if (atomic_load(&st_->done, __ATOMIC_ACQUIRE, Scope::agent) == done) return;
     }
   }
 
