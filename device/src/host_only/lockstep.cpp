@@ -329,6 +329,11 @@ void decide(Wave* w) {
 
 extern "C" {
 
+// Waves running now, on any thread: port/wave.h calls no hook while it is 0.
+// Raised before a wave's first lane runs and lowered after its last returns,
+// on the wave's own thread, so its lanes always see their own wave counted.
+uint32_t rust_gin_ls_waves_running = 0;
+
 int rust_gin_ls_lane(void) { return t_lane ? static_cast<int>(t_lane->id) : -1; }
 
 uint64_t rust_gin_ls_ballot(int p, const char* file, int line) { return block(Req::ballot, file, line, p != 0); }
@@ -374,6 +379,7 @@ uint64_t rust_gin_lockstep_run(uint64_t exec, rust_gin_ls_lane_fn fn, void* ctx,
     w->live |= bit(i);
   }
   t_wave = w;
+  __atomic_fetch_add(&rust_gin_ls_waves_running, 1u, __ATOMIC_RELAXED);
   while (w->live) {
     for (uint32_t i = 0; i < 64; ++i) {
       Lane& l = w->lanes[i];
@@ -386,6 +392,7 @@ uint64_t rust_gin_lockstep_run(uint64_t exec, rust_gin_ls_lane_fn fn, void* ctx,
     }
     if (w->live) decide(w);
   }
+  __atomic_fetch_sub(&rust_gin_ls_waves_running, 1u, __ATOMIC_RELAXED);
   t_wave = nullptr;
   for (Lane& l : w->lanes) {
     if (l.stack) munmap(l.stack, kStackBytes);

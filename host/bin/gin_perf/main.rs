@@ -268,12 +268,20 @@ fn run(args: Args) -> Result<(), String> {
     };
     print!("{}", report::render(&samples, &ratios, format, &setup));
     if !args.no_datapath && emulated && format == report::Format::Table {
-        let f = datapath::run(min_time).map_err(|e| e.to_string())?;
+        let f = datapath::run(&config, min_time).map_err(|e| e.to_string())?;
         println!("\n{}", report::title(true, "data-path figures (mlx5 producer, one thread each)"));
+        println!("  (store loop and posting: per second of the thread's own CPU time, median of its rounds; other jobs on these cores stretch wall time)");
         println!("  64-byte store loop (ceiling)       {:>7.1} M stores/s", f.store_loop_m_per_s);
         println!(
-            "  posting, producer alone            {:>7.1} M WQE/s per thread, {:.1} ns CPU/WQE (batches of 64, 2^15 queue, no NIC running)",
-            f.producer_mwqe_per_s, f.producer_cpu_ns_per_wqe
+            "  posting, producer alone            {:>7.1} M WQE/s per thread, {:.1} ns CPU/WQE = {:.0}% of the store loop (batches of 64, 2^15 queue, ring resident, no NIC running; {} rounds of 32,000)",
+            f.producer_mwqe_per_s,
+            f.producer_cpu_ns_per_wqe,
+            100.0 * f.producer_mwqe_per_s / f.store_loop_m_per_s,
+            f.producer_rounds
+        );
+        println!(
+            "  put posting, poster alone          {:>7.0} ns CPU per plain 8-byte put, {:.0} ns with a counter: {:.2}x [{:.2}-{:.2}] (goal: within 1.20x)",
+            f.put_cpu_ns, f.counted_put_cpu_ns, f.counted_ratio.0, f.counted_ratio.1, f.counted_ratio.2
         );
         println!(
             "  emulated NIC consumption, alone    {:>7.2} M WQE/s, {:.0} ns CPU/WQE (8-byte loopback WRITEs, one NIC stepping a filled queue)",

@@ -22,6 +22,10 @@
 // `file`/`line` pair names the call site, which is how the runtime tells
 // one sync point from another.
 RG_EXTERN_C int rust_gin_ls_lane(void);  // the lane, or -1 outside a lockstep wave
+// How many lockstep waves are running in the process, on any thread
+// (lockstep.cpp counts them). While it is 0 no thread can be a lane: the wave
+// primitives below then cost a load, not a call per primitive.
+RG_EXTERN_C __attribute__((visibility("hidden"))) uint32_t rust_gin_ls_waves_running;
 RG_EXTERN_C uint64_t rust_gin_ls_ballot(int p, const char* file, int line);
 RG_EXTERN_C uint64_t rust_gin_ls_readlane(uint64_t v, uint32_t lane, const char* file, int line);
 RG_EXTERN_C void rust_gin_ls_barrier(const char* file, int line);
@@ -63,16 +67,21 @@ RG_INLINE void barrier(RG_SITE_PARAMS) {
   __builtin_amdgcn_wave_barrier();
 }
 #else
+// The calling thread's lane in a lockstep wave, or -1 (a plain thread).
+RG_INLINE int lockstep_lane() {
+  if (RG_LIKELY(__atomic_load_n(&rust_gin_ls_waves_running, __ATOMIC_RELAXED) == 0)) return -1;
+  return rust_gin_ls_lane();
+}
 RG_INLINE uint32_t lane_id() {
-  const int l = rust_gin_ls_lane();
+  const int l = lockstep_lane();
   return l < 0 ? 0u : static_cast<uint32_t>(l);
 }
 RG_INLINE uint64_t ballot(bool p, RG_SITE_PARAMS) {
-  if (rust_gin_ls_lane() < 0) return p ? 1u : 0u;
+  if (lockstep_lane() < 0) return p ? 1u : 0u;
   return rust_gin_ls_ballot(p, RG_SITE);
 }
 RG_INLINE uint64_t readlane64(uint64_t v, uint32_t lane, RG_SITE_PARAMS) {
-  if (rust_gin_ls_lane() < 0) return v;  // a one-lane wave: lane is 0
+  if (lockstep_lane() < 0) return v;  // a one-lane wave: lane is 0
   return rust_gin_ls_readlane(v, lane, RG_SITE);
 }
 RG_INLINE uint32_t readlane32(uint32_t v, uint32_t lane, RG_SITE_PARAMS) {
@@ -80,7 +89,7 @@ RG_INLINE uint32_t readlane32(uint32_t v, uint32_t lane, RG_SITE_PARAMS) {
 }
 RG_INLINE void barrier(RG_SITE_PARAMS) {
   __atomic_thread_fence(__ATOMIC_RELEASE);
-  if (rust_gin_ls_lane() >= 0) rust_gin_ls_barrier(RG_SITE);
+  if (lockstep_lane() >= 0) rust_gin_ls_barrier(RG_SITE);
 }
 #endif
 
@@ -102,7 +111,7 @@ class Region {
   RG_INLINE ~Region() {}
 #else
   RG_INLINE explicit Region(bool cond, RG_SITE_PARAMS)
-      : in_(cond), lockstep_(rust_gin_ls_lane() >= 0), file_(rg_file), line_(rg_line) {
+      : in_(cond), lockstep_(lockstep_lane() >= 0), file_(rg_file), line_(rg_line) {
     if (lockstep_) in_ = rust_gin_ls_region_begin(cond, RG_SITE) != 0;
   }
   RG_INLINE ~Region() {

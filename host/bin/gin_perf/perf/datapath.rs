@@ -8,16 +8,29 @@
 //! - both at once: the producer with the NIC's polling thread alongside, on
 //!   a 2^10-WQEBB queue, so posting waits for the NIC (the NIC's pace);
 //! - WQEBBs per put and per put-with-signal, doorbells and signalled CQEs
-//!   per batch of 64 requests (NIC counters).
+//!   per batch of 64 requests (NIC counters);
+//! - the posting time of a GIN put with a counter against a plain put, the
+//!   posting thread alone (the NIC is stepped only between rounds).
+//!
+//! The producer-alone rings are written once before the clock starts: a
+//! long-lived queue's ring is resident, and a fresh one would otherwise be
+//! paged in by the posts themselves (a page fault per 64 WQEs, measured at
+//! 3-5 ns per WQE here), a cost of the measurement's fresh queues, not of
+//! posting.
 
 use super::cpu::thread_cpu_ns;
-use rccl_rust_gin::abi::rust_gin_mlx5_request;
+use super::world;
+use rccl_rust_gin::abi::{rust_gin_mlx5_request, rust_gin_signal, RUST_GIN_SIGNAL_NONE};
+use rccl_rust_gin::config::{Config, EmuProgress};
+use rccl_rust_gin::device::{self, DeviceStatus};
 use rccl_rust_gin::emu::{Access, EmuNic, EmuQp, Fabric, NicConfig};
 use rccl_rust_gin::error::{Error, Result};
+use rccl_rust_gin::gin::context::Settings;
 use rccl_rust_gin::gpu::{Allocator, HostMemory, Object, RingHome};
 use rccl_rust_gin::mlx5::queue::QueueMem;
 use rccl_rust_gin::mlx5::sq::{new_error_record, SendQueue};
 use rccl_rust_gin::mlx5::wire::opcode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 #[derive(Clone, Debug, Default)]
@@ -26,12 +39,14 @@ pub struct Figures {
     pub wqebbs_per_put_signal: f64,
     pub doorbells_per_batch64: f64,
     pub cqes_per_batch64: f64,
-    /// Millions of 64-byte stores per second, one thread.
+    /// Millions of 64-byte stores per second (of the thread's CPU time), one thread.
     pub store_loop_m_per_s: f64,
-    /// Millions of WQEs per second one thread posts, no NIC running.
+    /// Millions of WQEs per second (of its CPU time) one thread posts, no NIC running.
     pub producer_mwqe_per_s: f64,
-    /// Producer CPU per WQE, ns.
+    /// Producer CPU per WQE, ns (the median round's).
     pub producer_cpu_ns_per_wqe: f64,
+    /// Rounds of 500 batches the producer's median is taken over.
+    pub producer_rounds: usize,
     /// Millions of 8-byte WRITEs per second one NIC consumes (fetch,
     /// execute as requester and, in loopback, as responder, complete).
     pub nic_mwqe_per_s: f64,
@@ -40,18 +55,33 @@ pub struct Figures {
     /// Producer and NIC thread together on a 2^10 queue: WQEs per second
     /// through the whole pipeline.
     pub pipeline_mwqe_per_s: f64,
+    /// Posting time of an 8-byte GIN put, the posting thread's CPU per put
+    /// (ns, the median round): plain, and naming a counter.
+    pub put_cpu_ns: f64,
+    pub counted_put_cpu_ns: f64,
+    /// counted / plain per pair of neighbouring rounds: median, min, max.
+    pub counted_ratio: (f64, f64, f64),
 }
 
 fn err<E: std::fmt::Display>(e: E) -> Error {
     Error::Internal(e.to_string())
 }
 
-/// Millions of 64-byte stores per second into a 2 MiB ring, for `min`.
+/// The median of a non-empty list.
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// Millions of 64-byte stores per second of the thread's CPU time into a
+/// 2 MiB ring, for `min`: the median over passes through the ring.
 fn store_loop(min: Duration) -> f64 {
     let mut ring = vec![[0u64; 8]; 1 << 15];
     let mut n = 0u64;
+    let mut rates = vec![];
     let t = Instant::now();
     while t.elapsed() < min {
+        let c = thread_cpu_ns();
         for _ in 0..(1 << 15) {
             let slot = &mut ring[(n as usize) & ((1 << 15) - 1)];
             for (i, w) in slot.iter_mut().enumerate() {
@@ -60,11 +90,22 @@ fn store_loop(min: Duration) -> f64 {
             }
             n += 1;
         }
+        rates.push((1u64 << 15) as f64 / (thread_cpu_ns() - c).max(1) as f64 * 1e3);
     }
-    n as f64 / t.elapsed().as_secs_f64() / 1e6
+    median(rates)
 }
 
-pub fn run(min: Duration) -> Result<Figures> {
+/// Writes every byte of a fresh ring once (it comes zeroed but not yet
+/// paged in), so that posting into it does not take the page faults.
+fn make_resident(mem: &QueueMem) {
+    if let Some(addr) = mem.sq.host_addr() {
+        // SAFETY: the ring is `len` bytes of host memory owned by `mem`, not
+        // yet shared with any NIC or producer.
+        unsafe { std::ptr::write_bytes(addr as *mut u8, 0, mem.sq.len()) };
+    }
+}
+
+pub fn run(config: &Config, min: Duration) -> Result<Figures> {
     let fabric = Fabric::threads();
     let nic = EmuNic::new(&fabric, NicConfig { name: "datapath".into(), ..Default::default() }).map_err(err)?;
     let pd = nic.alloc_pd();
@@ -73,7 +114,9 @@ pub fn run(min: Duration) -> Result<Figures> {
     let mr = unsafe { nic.reg_mr(pd, buf.host_addr().unwrap_or(0), 1 << 16, Access::all()) }.map_err(err)?;
     let error = new_error_record(&HostMemory)?;
     let queue = |log: u32| -> Result<(EmuQp, SendQueue)> {
-        let qp = EmuQp::create(&nic, pd, QueueMem::new(&HostMemory, log, RingHome::Host)?).map_err(err)?;
+        let mem = QueueMem::new(&HostMemory, log, RingHome::Host)?;
+        make_resident(&mem);
+        let qp = EmuQp::create(&nic, pd, mem).map_err(err)?;
         qp.connect(nic.node(), qp.qpn).map_err(err)?;
         let sq = SendQueue::new(&HostMemory, &qp.descriptor(0, error.dev_addr(), 30_000_000_000))?;
         Ok((qp, sq))
@@ -104,7 +147,7 @@ pub fn run(min: Duration) -> Result<Figures> {
     // 500 batches of 64 8-byte WRITEs into a fresh 2^15 queue (never short
     // of credit), each drained by stepping the NIC on this thread.
     let batch: Vec<_> = (0..64).map(|i| write(i, 8)).collect();
-    let (mut posted, mut post_secs, mut post_cpu) = (0u64, 0.0, 0u64);
+    let (mut post_secs, mut post_cpu) = (0.0, vec![]);
     let (mut consumed, mut nic_secs, mut nic_cpu) = (0u64, 0.0, 0u64);
     while post_secs < min.as_secs_f64() || nic_secs < min.as_secs_f64() {
         let (qp, sq) = queue(15)?;
@@ -114,8 +157,7 @@ pub fn run(min: Duration) -> Result<Figures> {
             sq.post(&batch).map_err(st)?;
         }
         post_secs += t.elapsed().as_secs_f64();
-        post_cpu += thread_cpu_ns() - c;
-        posted += 500 * 64;
+        post_cpu.push((thread_cpu_ns() - c) as f64 / (500 * 64) as f64);
         let before = nic.counters();
         let (c, t) = (thread_cpu_ns(), Instant::now());
         while nic.counters().since(&before).writes < 500 * 64 {
@@ -131,8 +173,12 @@ pub fn run(min: Duration) -> Result<Figures> {
         // quiet would wait for a NIC that is not running.
         drop((sq, qp));
     }
-    f.producer_mwqe_per_s = posted as f64 / post_secs / 1e6;
-    f.producer_cpu_ns_per_wqe = post_cpu as f64 / posted as f64;
+    // Per second of the thread's own CPU time, the median round, as the
+    // store loop: other jobs on these cores stretch wall time, and a round
+    // they preempted (cold caches after) is an outlier, not the work.
+    f.producer_rounds = post_cpu.len();
+    f.producer_cpu_ns_per_wqe = median(post_cpu);
+    f.producer_mwqe_per_s = 1e3 / f.producer_cpu_ns_per_wqe;
     f.nic_mwqe_per_s = consumed as f64 / nic_secs / 1e6;
     f.nic_cpu_ns_per_wqe = nic_cpu as f64 / consumed as f64;
 
@@ -165,5 +211,107 @@ pub fn run(min: Duration) -> Result<Figures> {
     let d = nic.counters().since(&c2);
     f.wqebbs_per_put_signal = (d.wqebbs_read - d.nops) as f64 / (200 * 32) as f64;
     nic.stop_polling();
+    put_posting(config, min, &mut f)?;
     Ok(f)
+}
+
+/// Puts per timed round of `put_posting`, and rounds per world: together
+/// fewer WQEBBs than one 2^15 queue holds, so no round waits for credit.
+const ROUND_PUTS: u64 = 1024;
+const ROUNDS_PER_WORLD: usize = 12;
+
+/// The posting time of an 8-byte put with a counter against a plain put:
+/// rank 0 of a 2-rank world posts rounds of ROUND_PUTS puts to rank 1,
+/// plain and counted rounds alternating, timed on the posting thread's CPU
+/// clock. The NIC runs in proxy-progress mode, so nothing but the poster
+/// runs while a round is timed; between rounds a helper thread steps both
+/// NICs while the poster flushes and reads the counter (every round is
+/// complete and credited before the next starts).
+fn put_posting(config: &Config, min: Duration, f: &mut Figures) -> Result<()> {
+    let mut cfg = config.clone();
+    cfg.emu_progress = EmuProgress::Proxy;
+    let settings = Settings {
+        n_signals: 1,
+        n_counters: 1,
+        n_contexts: 1,
+        log_depth: 15,
+        traffic_class: 0,
+        backend_version: 0,
+        rank_stride: 1,
+    };
+    let no_signal = rust_gin_signal {
+        type_: RUST_GIN_SIGNAL_NONE,
+        op: 0,
+        value: 0,
+        id: 0,
+        window: std::ptr::null(),
+        offset: 0,
+    };
+    let mut per_put: [Vec<f64>; 2] = [vec![], vec![]];
+    let mut ratios = vec![];
+    let t = Instant::now();
+    while t.elapsed() < min || ratios.is_empty() {
+        let world = world::build(&cfg, 2, settings, 1 << 16)?;
+        let r = &world[0];
+        let (h, src, dst) = (r.handle(), r.src.gin_handle() as *const _, r.dst.gin_handle() as *const _);
+        let fail = |what: &str, code: i32| {
+            let detail = r.ctx.last_error().map(|(e, _)| e.to_string()).unwrap_or_default();
+            Error::Remote(format!("put posting: {what}: {:?} {detail}", DeviceStatus::check(code)))
+        };
+        let mut counted_total = 0u64;
+        let mut last_plain = 1.0;
+        for round in 0..ROUNDS_PER_WORLD {
+            let counted = round % 2 == 1;
+            let c0 = thread_cpu_ns();
+            for i in 0..ROUND_PUTS {
+                let off = (i % 1024) * 8;
+                // SAFETY: the handle and windows live as long as `world`.
+                let code = unsafe { device::rust_gin_put(h, 0, 1, dst, off, src, off, 8, no_signal, counted as u32, 0, 0) };
+                if code != 0 {
+                    return Err(fail("put", code));
+                }
+            }
+            let ns = (thread_cpu_ns() - c0) as f64 / ROUND_PUTS as f64;
+            per_put[counted as usize].push(ns);
+            if counted {
+                ratios.push(ns / last_plain);
+                counted_total += ROUND_PUTS;
+            } else {
+                last_plain = ns;
+            }
+            // Untimed: complete and credit everything before the next round.
+            let stop = AtomicBool::new(false);
+            std::thread::scope(|s| -> Result<()> {
+                s.spawn(|| {
+                    while !stop.load(Ordering::Relaxed) {
+                        for w in &world {
+                            w.ctx.progress();
+                        }
+                        std::thread::yield_now();
+                    }
+                });
+                let res = (|| {
+                    // SAFETY: as above.
+                    let code = unsafe { device::rust_gin_flush(h, 0, 0, 1, std::ptr::null(), 0) };
+                    if code != 0 {
+                        return Err(fail("flush", code));
+                    }
+                    // SAFETY: as above.
+                    let n = unsafe { device::rust_gin_counter_read(h, 0, 0) };
+                    if n != counted_total {
+                        return Err(Error::Remote(format!("put posting: counter reads {n}, {counted_total} counted puts completed")));
+                    }
+                    Ok(())
+                })();
+                stop.store(true, Ordering::Relaxed);
+                res
+            })?;
+        }
+    }
+    let [plain, counted] = per_put;
+    f.put_cpu_ns = median(plain);
+    f.counted_put_cpu_ns = median(counted);
+    ratios.sort_by(|a, b| a.total_cmp(b));
+    f.counted_ratio = (median(ratios.clone()), ratios[0], ratios[ratios.len() - 1]);
+    Ok(())
 }
