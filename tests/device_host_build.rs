@@ -79,3 +79,26 @@ fn a_host_ring_of_a_gpu_only_queue_touches_nothing() {
     sq.post(&[w]).unwrap();
     assert!(device::unowned_doorbells() > before, "the refused doorbell is counted");
 }
+
+/// The standalone posting timer (device/src/host_only/posting_timing.cpp,
+/// outside the crate's build) still builds from the command its header
+/// gives and posts: it would otherwise rot unseen.
+#[test]
+fn the_standalone_posting_timer_builds_and_posts() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let exe = std::env::temp_dir().join(format!("posting_timing_{}", std::process::id()));
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+    let built = std::process::Command::new(&cxx)
+        .current_dir(root)
+        .args(["-std=c++17", "-O2", "-fPIC", "-x", "c++", "-Idevice/include", "device/src/rust_gin_device.hip"])
+        .args(["device/src/host_only/lockstep.cpp", "device/src/host_only/posting_timing.cpp", "-o"])
+        .arg(&exe)
+        .output()
+        .unwrap_or_else(|e| panic!("run {cxx}: {e}"));
+    assert!(built.status.success(), "{cxx} failed:\n{}", String::from_utf8_lossy(&built.stderr));
+    let run = std::process::Command::new(&exe).args(["1", "64"]).output().expect("run the timer");
+    let _ = std::fs::remove_file(&exe);
+    let out = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "timer failed: {}\n{out}", String::from_utf8_lossy(&run.stderr));
+    assert!(out.contains("EMULATED") && out.contains("ns CPU/WQE"), "{out}");
+}
