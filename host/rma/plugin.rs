@@ -14,6 +14,7 @@ use crate::ffi::rma::*;
 use crate::gin::window::{Source, Window};
 use crate::mlx5::wire::opcode;
 use crate::provider::{MemoryMode, Provider};
+use crate::session::mesh::PeerSet;
 use crate::session::registry::{Kind, Registry};
 use crate::session::{Offload, Plugin, Sessions};
 use crate::{bad_arg, bad_usage, info_line};
@@ -101,23 +102,59 @@ pub(crate) fn create_context(coll_comm: *mut c_void, cfg: RawConfig, rma_ctx: *m
         ic.queue_depth,
         ic.traffic_class,
     )?;
-    let ctx = Arc::new(RmaContext::create(coll.clone(), s)?);
+    let (peers, scope) = match cfg.peer_array {
+        None => (PeerSet::all(coll.nranks), format!("rank stride {}", s.rank_stride)),
+        Some((array, count)) => {
+            // SAFETY: RCCL's peer array of `count` ints (checked against NULL
+            // and the comm's size first), alive for the call.
+            let p = unsafe { peer_array(coll.nranks, array, count, "config")? };
+            let n = p.len();
+            (p, format!("peer array of {n}"))
+        }
+    };
+    let ctx = Arc::new(RmaContext::create(coll.clone(), s, peers)?);
     info_line!(
         INIT,
-        "RMA plugin: provider {:?}, NIC {}: rank {} built {} QPs to {} ranks ({} context(s), depth {}, traffic class {}, \
-         rank stride {})",
+        "RMA plugin: provider {:?}, NIC {}: rank {} built {} QPs to {} of {} ranks ({} context(s), depth {}, \
+         traffic class {}, {scope})",
         coll.instance.provider.kind(),
         coll.nic.info().name,
         coll.rank,
         ctx.queue_pairs(),
+        ctx.peers().len(),
         coll.nranks,
         s.n_contexts,
         1u32 << s.log_depth,
         s.traffic_class,
-        s.rank_stride
     );
     *rc = CONTEXTS.insert(ctx.clone());
     Ok(ctx)
+}
+
+/// A createContext peer array (GIN v15, RMA v17) as a [`PeerSet`]:
+/// `peerArrayCount` at least 0 and at most the comm's nranks, the array not
+/// NULL when the count is positive, every entry a rank, none twice. `what`
+/// names the config in messages.
+///
+/// # Safety
+/// `array` is NULL or points to `count` readable ints (RCCL's array).
+pub unsafe fn peer_array(nranks: u32, array: *const c_int, count: c_int, what: &str) -> Result<PeerSet> {
+    if count < 0 {
+        return Err(bad_arg!("{what}.peerArrayCount = {count}: must not be negative"));
+    }
+    if count as u32 > nranks {
+        return Err(bad_arg!("{what}.peerArrayCount = {count}: more peers than the comm's {nranks} ranks"));
+    }
+    if count > 0 && array.is_null() {
+        return Err(bad_arg!("{what}.peerArray is NULL with peerArrayCount = {count}"));
+    }
+    let list: &[c_int] = if count == 0 {
+        &[]
+    } else {
+        // SAFETY: the caller's contract; count checked above.
+        unsafe { std::slice::from_raw_parts(array, count as usize) }
+    };
+    PeerSet::from_array(nranks, list, what)
 }
 
 /// RCCL's config, whichever version it came in.
@@ -127,6 +164,8 @@ pub struct RawConfig {
     pub traffic_class: c_int,
     pub rank_stride: c_int,
     pub queue_depth: c_int,
+    /// v17: the peer array and its count (rank_stride is then 1, unused).
+    pub peer_array: Option<(*const c_int, c_int)>,
 }
 
 impl RawConfig {
@@ -138,6 +177,20 @@ impl RawConfig {
             traffic_class: c.traffic_class,
             rank_stride: c.rank_stride,
             queue_depth: 0,
+            peer_array: None,
+        })
+    }
+
+    /// v17: nContexts, trafficClass and the peer array.
+    pub(crate) fn from_v17(c: *mut NcclRmaConfigV17) -> Result<RawConfig> {
+        // SAFETY: RCCL passes a valid config or NULL.
+        let c = unsafe { c.as_ref() }.ok_or_else(|| bad_arg!("config is NULL"))?;
+        Ok(RawConfig {
+            n_contexts: c.n_contexts,
+            traffic_class: c.traffic_class,
+            rank_stride: 1,
+            queue_depth: 0,
+            peer_array: Some((c.peer_array as *const c_int, c.peer_array_count)),
         })
     }
 
@@ -159,6 +212,7 @@ impl RawConfig {
             traffic_class: c.traffic_class,
             rank_stride: 1,
             queue_depth: c.queue_depth,
+            peer_array: None,
         })
     }
 }
