@@ -23,8 +23,16 @@ fn result_codes_logger_levels_and_constants() {
     assert_eq!(NCCL_NET_HANDLE_MAXSIZE, 128);
     assert_eq!((NCCL_PTR_HOST, NCCL_PTR_CUDA, NCCL_PTR_DMABUF), (1, 2, 4));
     assert_eq!((NCCL_NET_SIGNAL_OP_INC, NCCL_NET_SIGNAL_OP_ADD), (1, 2));
-    // net_device.h (pinned) and contracts.md: GIN_PROXY = 2, rust-gin = 8.
+    // net_device.h (pinned) and contracts.md: GIN_PROXY = 2, rust-gin = 8
+    // (a build without RUST_GIN_TYPE, as this one).
     assert_eq!((NCCL_NET_DEVICE_GIN_PROXY, NCCL_NET_DEVICE_GIN_RUST), (2, 8));
+    assert_eq!(option_env!("RUST_GIN_TYPE"), None, "this test expects the default build");
+    // RUST_GIN_TYPE (what RCCL's build passes from RUST_GIN_TYPE) is
+    // the number when given.
+    assert_eq!((gin_type(None), gin_type(Some("9")), gin_type(Some("31"))), (DEFAULT_GIN_TYPE, 9, 31));
+    for bad in ["", "1", "0", "32", "x", "123"] {
+        assert!(std::panic::catch_unwind(|| gin_type(Some(bad))).is_err(), "RUST_GIN_TYPE={bad:?} accepted");
+    }
 }
 
 #[test]

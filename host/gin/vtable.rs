@@ -25,14 +25,16 @@ pub(crate) static CONTEXTS: Registry<GinContext> = Registry::new(Kind::Context);
 pub(crate) static WINDOWS: Registry<Window> = Registry::new(Kind::Memory);
 
 /// Whether RCCL asked for this backend: as RCCL's rocSHMEM backend (type 6)
-/// does, rust-gin is chosen only when NCCL_GIN_TYPE names its type (8).
+/// does, rust-gin is chosen only when NCCL_GIN_TYPE names its type (8, or
+/// the build's RUST_GIN_TYPE).
 pub fn check_selected(nccl_gin_type: Option<&str>) -> Result<()> {
+    let ours = NCCL_NET_DEVICE_GIN_RUST;
     match nccl_gin_type.map(str::trim) {
-        Some(v) if v == NCCL_NET_DEVICE_GIN_RUST.to_string() => Ok(()),
+        Some(v) if v == ours.to_string() => Ok(()),
         other => {
             let shown = other.map(|v| format!("NCCL_GIN_TYPE={v}")).unwrap_or_else(|| "NCCL_GIN_TYPE unset".into());
-            info_line!(INIT, "not selected ({shown}); set NCCL_GIN_TYPE=8 to use rust-gin");
-            Err(Error::InvalidUsage(format!("rust-gin is selected only with NCCL_GIN_TYPE=8 ({shown})")))
+            info_line!(INIT, "not selected ({shown}); set NCCL_GIN_TYPE={ours} to use rust-gin");
+            Err(Error::InvalidUsage(format!("rust-gin is selected only with NCCL_GIN_TYPE={ours} ({shown})")))
         }
     }
 }
