@@ -72,14 +72,19 @@ fn close(r: Rank, gctx: *mut c_void) {
     assert_eq!(p.call_ptr(p.v.finalize, r.ctx), OK);
 }
 
-/// Runs `f`, returns its result and the WARN lines it logged.
-fn warns<T>(f: impl FnOnce() -> T) -> (T, Vec<String>) {
+/// Every line logged while `f` runs (threads included), under the log lock.
+fn logged<T>(f: impl FnOnce() -> T) -> (T, Vec<String>) {
     let p = plugin();
     let _g = p.log_lock.lock().unwrap_or_else(|e| e.into_inner());
     p.logger.take();
     let v = f();
-    let lines = p.logger.take().into_iter().filter(|l| l.starts_with(&format!("{} ", level::WARN))).collect();
-    (v, lines)
+    (v, p.logger.take())
+}
+
+/// Runs `f`, returns its result and the WARN lines it logged.
+fn warns<T>(f: impl FnOnce() -> T) -> (T, Vec<String>) {
+    let (v, lines) = logged(f);
+    (v, lines.into_iter().filter(|l| l.starts_with(&format!("{} ", level::WARN))).collect())
 }
 
 fn expect_warn(res: NcclResult, want: NcclResult, lines: &[String], words: &[&str], what: &str) {
@@ -480,14 +485,6 @@ fn create_v15(coll: *mut c_void, cfg: &mut rccl_rust_gin::ffi::gin::NcclGinConfi
     (r, gc, h)
 }
 
-/// Every line logged while `f` runs (threads included), under the log lock.
-fn logged<T>(f: impl FnOnce() -> T) -> (T, Vec<String>) {
-    let p = plugin();
-    let _g = p.log_lock.lock().unwrap_or_else(|e| e.into_inner());
-    p.logger.take();
-    let v = f();
-    (v, p.logger.take())
-}
 
 /// NCCL's gin_host.cc (NVIDIA/nccl@7217a581) passes a v15 backend the ranks
 /// at the requested stride from this rank, itself included: stride 2 on 4

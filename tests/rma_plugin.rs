@@ -714,14 +714,6 @@ fn v17_four_ranks() {
 
 // --- v17: peer arrays, nContexts, trafficClass, abortFlag -----------------------------
 
-/// Every line logged while `f` runs (threads included), under the log lock.
-fn logged<T>(f: impl FnOnce() -> T) -> (T, Vec<String>) {
-    let h = harness();
-    let _g = h.log_lock.lock().unwrap_or_else(|e| e.into_inner());
-    h.logger.take();
-    let v = f();
-    (v, h.logger.take())
-}
 
 /// NCCL's rma_proxy.cc (NVIDIA/nccl@c6fbb1d7) hands a v17 plugin the peers
 /// at the context's rank stride from this rank, itself included: with
@@ -954,14 +946,19 @@ fn v17_connect_returns_when_rccl_sets_the_abort_flag() {
 
 // --- bad input -------------------------------------------------------------------
 
-/// Runs `f`, returns its result and the WARN lines it logged.
-fn warns<T>(f: impl FnOnce() -> T) -> (T, Vec<String>) {
+/// Every line logged while `f` runs (threads included), under the log lock.
+fn logged<T>(f: impl FnOnce() -> T) -> (T, Vec<String>) {
     let h = harness();
     let _g = h.log_lock.lock().unwrap_or_else(|e| e.into_inner());
     h.logger.take();
     let v = f();
-    let lines = h.logger.take().into_iter().filter(|l| l.starts_with(&format!("{} ", level::WARN))).collect();
-    (v, lines)
+    (v, h.logger.take())
+}
+
+/// Runs `f`, returns its result and the WARN lines it logged.
+fn warns<T>(f: impl FnOnce() -> T) -> (T, Vec<String>) {
+    let (v, lines) = logged(f);
+    (v, lines.into_iter().filter(|l| l.starts_with(&format!("{} ", level::WARN))).collect())
 }
 
 #[track_caller]

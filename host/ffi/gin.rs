@@ -56,14 +56,7 @@ pub type GetGinPropertiesFn = unsafe extern "C" fn(props: *mut NcclGinProperties
 pub type GetPropertiesFn = unsafe extern "C" fn(dev: c_int, props: *mut NcclNetProperties) -> NcclResult;
 pub type ListenFn =
     unsafe extern "C" fn(ctx: *mut c_void, dev: c_int, handle: *mut c_void, listen_comm: *mut *mut c_void) -> NcclResult;
-pub type ConnectFn = unsafe extern "C" fn(
-    ctx: *mut c_void,
-    handles: *mut *mut c_void,
-    nranks: c_int,
-    rank: c_int,
-    listen_comm: *mut c_void,
-    coll_comm: *mut *mut c_void,
-) -> NcclResult;
+connect_fn!(ConnectFn);
 create_context_fn!(CreateContextFn, NcclGinConfig, dev_handle);
 create_context_fn!(CreateContextV15Fn, NcclGinConfigV15, dev_handle);
 reg_fns!(RegMrSymFn, RegMrSymDmaBufFn, (mhandle, gin_handle));
@@ -71,30 +64,32 @@ pub type DeregMrSymFn = unsafe extern "C" fn(coll_comm: *mut c_void, mhandle: *m
 pub type PtrFn = unsafe extern "C" fn(p: *mut c_void) -> NcclResult;
 pub type QueryLastErrorFn = unsafe extern "C" fn(gin_ctx: *mut c_void, has_error: *mut bool) -> NcclResult;
 
-plugin_vtable! {
-    /// ncclGin_v14_t.
-    NcclGinV14 {
-        properties: [get_gin_properties: GetGinPropertiesFn],
-        connect: ConnectFn,
-        create_context: CreateContextFn,
-        reg_mr_sym: RegMrSymFn,
-        reg_mr_sym_dma_buf: RegMrSymDmaBufFn,
-        data_path: [gin_progress: PtrFn],
-    }
+/// A GIN vtable: v14's slots with the version's createContext.
+macro_rules! gin_vtable {
+    ($(#[$doc:meta])* $name:ident, $cc:ty) => {
+        plugin_vtable! {
+            $(#[$doc])*
+            $name {
+                properties: [get_gin_properties: GetGinPropertiesFn],
+                connect: ConnectFn,
+                create_context: $cc,
+                reg_mr_sym: RegMrSymFn,
+                reg_mr_sym_dma_buf: RegMrSymDmaBufFn,
+                data_path: [gin_progress: PtrFn],
+            }
+        }
+    };
 }
 
-plugin_vtable! {
+gin_vtable!(
+    /// ncclGin_v14_t.
+    NcclGinV14, CreateContextFn
+);
+gin_vtable!(
     /// ncclGin_v15_t: ncclGin_v14_t with createContext taking
     /// ncclGinConfig_v15_t (ncclGinProperties_v15_t is v14's).
-    NcclGinV15 {
-        properties: [get_gin_properties: GetGinPropertiesFn],
-        connect: ConnectFn,
-        create_context: CreateContextV15Fn,
-        reg_mr_sym: RegMrSymFn,
-        reg_mr_sym_dma_buf: RegMrSymDmaBufFn,
-        data_path: [gin_progress: PtrFn],
-    }
-}
+    NcclGinV15, CreateContextV15Fn
+);
 
 const _: () = {
     use std::mem::{offset_of, size_of};

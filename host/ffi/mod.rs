@@ -99,6 +99,21 @@ macro_rules! create_context_fn {
     };
 }
 
+/// connect with the version's trailing arguments (RMA v17's abortFlag).
+macro_rules! connect_fn {
+    ($name:ident $(, $extra:ident: $extra_ty:ty)?) => {
+        pub type $name = unsafe extern "C" fn(
+            ctx: *mut std::ffi::c_void,
+            handles: *mut *mut std::ffi::c_void,
+            nranks: std::ffi::c_int,
+            rank: std::ffi::c_int,
+            listen_comm: *mut std::ffi::c_void,
+            coll_comm: *mut *mut std::ffi::c_void,
+            $($extra: $extra_ty,)?
+        ) -> $crate::ffi::nccl::NcclResult;
+    };
+}
+
 /// regMrSym and regMrSymDmaBuf with the out-parameters the version returns:
 /// `mhandle`, and `ginHandle` too in GIN and RMA v13.
 macro_rules! reg_fns {

@@ -76,17 +76,9 @@ create_context_fn!(CreateContextV13Fn, NcclGinConfigV13, dev_handle);
 create_context_fn!(CreateContextFn, NcclRmaConfig);
 create_context_fn!(CreateContextV17Fn, NcclRmaConfigV17);
 
-/// v17's connect: the GIN connect plus RCCL's abort flag (comm->abortFlag),
-/// which a connection setup in progress must watch.
-pub type ConnectV17Fn = unsafe extern "C" fn(
-    ctx: *mut c_void,
-    handles: *mut *mut c_void,
-    nranks: c_int,
-    rank: c_int,
-    listen_comm: *mut c_void,
-    coll_comm: *mut *mut c_void,
-    abort_flag: *const u32,
-) -> NcclResult;
+// v17's connect: the GIN connect plus RCCL's abort flag (comm->abortFlag),
+// which a connection setup in progress must watch.
+connect_fn!(ConnectV17Fn, abort_flag: *const u32);
 reg_fns!(RegMrSymFn, RegMrSymDmaBufFn, (mhandle));
 
 pub type GetRmaPropertiesFn = unsafe extern "C" fn(coll_comm: *mut c_void, props: *mut NcclRmaProperties) -> NcclResult;

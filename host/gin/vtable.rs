@@ -13,7 +13,7 @@ use crate::ffi::plugin_vtable_value;
 use crate::ffi::nccl::*;
 use crate::provider::Provider;
 use crate::session::registry::{Kind, Registry};
-use crate::session::mesh::PeerSet;
+use crate::session::mesh::{built_line, PeerSet};
 use crate::session::{CollComm, Offload, Plugin, Sessions};
 use crate::{bad_arg, info_line};
 use std::ffi::{c_int, c_void};
@@ -81,14 +81,10 @@ unsafe extern "C" fn create_context(
     gin_ctx: *mut *mut c_void,
     dev_handle: *mut *mut NcclNetDeviceHandle,
 ) -> NcclResult {
-    guard("createContext", || {
-        // SAFETY: RCCL passes a valid config or NULL.
-        let cfg = unsafe { config.as_ref() }.ok_or_else(|| bad_arg!("config is NULL"));
-        new_context(coll_comm, gin_ctx, dev_handle, |coll| {
-            let ic = &coll.instance.config;
-            let s = Settings::from_config(cfg?, ic.queue_depth, ic.traffic_class)?;
-            Ok((s, PeerSet::all(coll.nranks), format!("rank stride {}", s.rank_stride)))
-        })
+    guarded_create(coll_comm, config, gin_ctx, dev_handle, |cfg, coll| {
+        let ic = &coll.instance.config;
+        let s = Settings::from_config(cfg, ic.queue_depth, ic.traffic_class)?;
+        Ok((s, PeerSet::all(coll.nranks), format!("rank stride {}", s.rank_stride)))
     })
 }
 
@@ -100,19 +96,30 @@ unsafe extern "C" fn create_context_v15(
     gin_ctx: *mut *mut c_void,
     dev_handle: *mut *mut NcclNetDeviceHandle,
 ) -> NcclResult {
+    guarded_create(coll_comm, config, gin_ctx, dev_handle, |cfg, coll| {
+        let ic = &coll.instance.config;
+        let s = Settings::from_v15(cfg, ic.queue_depth, ic.traffic_class)?;
+        // SAFETY: RCCL's peer array of peerArrayCount ints, alive for the call.
+        let peers = unsafe { crate::rma::plugin::peer_array(coll.nranks, cfg.peer_array, cfg.peer_array_count, "config")? };
+        let scope = format!("peer array of {}", peers.len());
+        Ok((s, peers, scope))
+    })
+}
+
+/// createContext of either version in the boundary guard: the config (NULL
+/// refused) read by `settings` into the settings, the peers to connect and
+/// how they were given.
+fn guarded_create<C>(
+    coll_comm: *mut c_void,
+    config: *mut C,
+    gin_ctx: *mut *mut c_void,
+    dev_handle: *mut *mut NcclNetDeviceHandle,
+    settings: impl FnOnce(&C, &CollComm) -> Result<(Settings, PeerSet, String)>,
+) -> NcclResult {
     guard("createContext", || {
         // SAFETY: RCCL passes a valid config or NULL.
         let cfg = unsafe { config.as_ref() }.ok_or_else(|| bad_arg!("config is NULL"));
-        new_context(coll_comm, gin_ctx, dev_handle, |coll| {
-            let cfg = cfg?;
-            let ic = &coll.instance.config;
-            let s = Settings::from_v15(cfg, ic.queue_depth, ic.traffic_class)?;
-            // SAFETY: RCCL's peer array of peerArrayCount ints, alive for the call.
-            let peers =
-                unsafe { crate::rma::plugin::peer_array(coll.nranks, cfg.peer_array, cfg.peer_array_count, "config")? };
-            let scope = format!("peer array of {}", peers.len());
-            Ok((s, peers, scope))
-        })
+        new_context(coll_comm, gin_ctx, dev_handle, |coll| settings(cfg?, coll))
     })
 }
 
@@ -131,20 +138,10 @@ fn new_context(
     let coll = SESSIONS.coll(coll_comm)?;
     let (s, peers, scope) = settings(&coll)?;
     let ctx = GinContext::create_for(coll.clone(), s, peers)?;
-    let info = coll.nic.info();
+    let built = built_line(&coll, ctx.queue_pairs(), ctx.peers(), s.n_contexts, s.log_depth, s.traffic_class);
     info_line!(
         INIT,
-        "provider {:?}, NIC {}: rank {} built {} QPs to {} of {} ranks ({} context(s), depth {}, traffic class {}), \
-         {} signals, {} counters, backend version {}, {scope}",
-        coll.instance.provider.kind(),
-        info.name,
-        coll.rank,
-        ctx.queue_pairs(),
-        ctx.peers().len(),
-        coll.nranks,
-        s.n_contexts,
-        1u32 << s.log_depth,
-        s.traffic_class,
+        "{built}), {} signals, {} counters, backend version {}, {scope}",
         s.n_signals,
         s.n_counters,
         s.backend_version,

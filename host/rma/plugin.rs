@@ -14,7 +14,7 @@ use crate::ffi::rma::*;
 use crate::gin::window::{Source, Window};
 use crate::mlx5::wire::opcode;
 use crate::provider::{MemoryMode, Provider};
-use crate::session::mesh::PeerSet;
+use crate::session::mesh::{built_line, PeerSet};
 use crate::session::registry::{Kind, Registry};
 use crate::session::{Offload, Plugin, Sessions};
 use crate::{bad_arg, bad_usage, info_line};
@@ -113,20 +113,8 @@ pub(crate) fn create_context(coll_comm: *mut c_void, cfg: RawConfig, rma_ctx: *m
         }
     };
     let ctx = Arc::new(RmaContext::create(coll.clone(), s, peers)?);
-    info_line!(
-        INIT,
-        "RMA plugin: provider {:?}, NIC {}: rank {} built {} QPs to {} of {} ranks ({} context(s), depth {}, \
-         traffic class {}, {scope})",
-        coll.instance.provider.kind(),
-        coll.nic.info().name,
-        coll.rank,
-        ctx.queue_pairs(),
-        ctx.peers().len(),
-        coll.nranks,
-        s.n_contexts,
-        1u32 << s.log_depth,
-        s.traffic_class,
-    );
+    let built = built_line(&coll, ctx.queue_pairs(), ctx.peers(), s.n_contexts, s.log_depth, s.traffic_class);
+    info_line!(INIT, "RMA plugin: {built}, {scope})");
     *rc = CONTEXTS.insert(ctx.clone());
     Ok(ctx)
 }

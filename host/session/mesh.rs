@@ -74,6 +74,22 @@ impl PeerSet {
     }
 }
 
+/// The start of a createContext INFO line, the same for both plugins:
+/// "provider P, NIC N: rank R built Q QPs to K of M ranks (C context(s),
+/// depth D, traffic class T"; the caller closes the parenthesis.
+pub fn built_line(coll: &CollComm, qps: usize, peers: &PeerSet, n_contexts: u32, log_depth: u32, tc: u8) -> String {
+    format!(
+        "provider {:?}, NIC {}: rank {} built {qps} QPs to {} of {} ranks ({n_contexts} context(s), depth {}, \
+         traffic class {tc}",
+        coll.instance.provider.kind(),
+        coll.nic.info().name,
+        coll.rank,
+        peers.len(),
+        coll.nranks,
+        1u32 << log_depth,
+    )
+}
+
 /// One RC queue pair per (context, connected peer), self included when it
 /// is in the peer set (loopback), each connected to the QP the peer made for
 /// us.
