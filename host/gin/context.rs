@@ -53,7 +53,7 @@ impl Settings {
     }
 
     /// The fields of a v15 config but its peer array (checked where the
-    /// comm's size is known, [`crate::rma::plugin::peer_array`]);
+    /// comm's size is known, [`PeerSet::from_raw`]);
     /// `rank_stride` is then 1 and means nothing.
     pub fn from_v15(c: &NcclGinConfigV15, default_depth: u32, default_tc: i32) -> Result<Settings> {
         let f = [c.n_signals, c.n_counters, c.n_contexts, c.queue_depth, c.traffic_class, c.backend_version];
@@ -151,6 +151,7 @@ fn u64s(n: u32) -> usize {
 ///   naming the rank and QP 0 in the context's error record and marks the
 ///   queue failed (queryLastError then says the rank is not connected);
 /// - `ready` 0 and no flush lkey: a flush finds nothing to wait for.
+///
 /// No ring, CQ, doorbell record or UAR exists behind it (addresses 0). All
 /// closed queues of a context set share one state; after one failed post
 /// the set is in error, and later flushes report it.

@@ -100,7 +100,7 @@ unsafe extern "C" fn create_context_v15(
         let ic = &coll.instance.config;
         let s = Settings::from_v15(cfg, ic.queue_depth, ic.traffic_class)?;
         // SAFETY: RCCL's peer array of peerArrayCount ints, alive for the call.
-        let peers = unsafe { crate::rma::plugin::peer_array(coll.nranks, cfg.peer_array, cfg.peer_array_count, "config")? };
+        let peers = unsafe { PeerSet::from_raw(coll.nranks, cfg.peer_array, cfg.peer_array_count, "config")? };
         let scope = format!("peer array of {}", peers.len());
         Ok((s, peers, scope))
     })

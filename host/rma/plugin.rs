@@ -107,7 +107,7 @@ pub(crate) fn create_context(coll_comm: *mut c_void, cfg: RawConfig, rma_ctx: *m
         Some((array, count)) => {
             // SAFETY: RCCL's peer array of `count` ints (checked against NULL
             // and the comm's size first), alive for the call.
-            let p = unsafe { peer_array(coll.nranks, array, count, "config")? };
+            let p = unsafe { PeerSet::from_raw(coll.nranks, array, count, "config")? };
             let n = p.len();
             (p, format!("peer array of {n}"))
         }
@@ -117,32 +117,6 @@ pub(crate) fn create_context(coll_comm: *mut c_void, cfg: RawConfig, rma_ctx: *m
     info_line!(INIT, "RMA plugin: {built}, {scope})");
     *rc = CONTEXTS.insert(ctx.clone());
     Ok(ctx)
-}
-
-/// A createContext peer array (GIN v15, RMA v17) as a [`PeerSet`]:
-/// `peerArrayCount` at least 0 and at most the comm's nranks, the array not
-/// NULL when the count is positive, every entry a rank, none twice. `what`
-/// names the config in messages.
-///
-/// # Safety
-/// `array` is NULL or points to `count` readable ints (RCCL's array).
-pub unsafe fn peer_array(nranks: u32, array: *const c_int, count: c_int, what: &str) -> Result<PeerSet> {
-    if count < 0 {
-        return Err(bad_arg!("{what}.peerArrayCount = {count}: must not be negative"));
-    }
-    if count as u32 > nranks {
-        return Err(bad_arg!("{what}.peerArrayCount = {count}: more peers than the comm's {nranks} ranks"));
-    }
-    if count > 0 && array.is_null() {
-        return Err(bad_arg!("{what}.peerArray is NULL with peerArrayCount = {count}"));
-    }
-    let list: &[c_int] = if count == 0 {
-        &[]
-    } else {
-        // SAFETY: the caller's contract; count checked above.
-        unsafe { std::slice::from_raw_parts(array, count as usize) }
-    };
-    PeerSet::from_array(nranks, list, what)
 }
 
 /// RCCL's config, whichever version it came in.

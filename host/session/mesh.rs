@@ -50,6 +50,34 @@ impl PeerSet {
         Ok(PeerSet { ranks, slot })
     }
 
+    /// A createContext peer array (GIN v15, RMA v17) as a [`PeerSet`]:
+    /// `peerArrayCount` at least 0 and at most the comm's nranks, the array not
+    /// NULL when the count is positive, every entry a rank, none twice. `what`
+    /// names the config in messages.
+    ///
+    /// # Safety
+    /// `array` is NULL or points to `count` readable ints (RCCL's array).
+    pub unsafe fn from_raw(nranks: u32, array: *const c_int, count: c_int, what: &str) -> Result<PeerSet> {
+        if count < 0 {
+            return Err(Error::InvalidArgument(format!("{what}.peerArrayCount = {count}: must not be negative")));
+        }
+        if count as u32 > nranks {
+            return Err(Error::InvalidArgument(format!(
+                "{what}.peerArrayCount = {count}: more peers than the comm's {nranks} ranks"
+            )));
+        }
+        if count > 0 && array.is_null() {
+            return Err(Error::InvalidArgument(format!("{what}.peerArray is NULL with peerArrayCount = {count}")));
+        }
+        let list: &[c_int] = if count == 0 {
+            &[]
+        } else {
+            // SAFETY: the caller's contract; count checked above.
+            unsafe { std::slice::from_raw_parts(array, count as usize) }
+        };
+        PeerSet::from_array(nranks, list, what)
+    }
+
     /// The connected ranks, ascending.
     pub fn ranks(&self) -> &[u32] {
         &self.ranks

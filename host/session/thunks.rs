@@ -93,6 +93,10 @@ pub unsafe extern "C" fn connect<P: Plugin>(
 /// helper gives up by itself within RCCL_RUST_GIN_CONNECT_TIMEOUT_MS and
 /// drops what it built). A flag already set refuses to start. NULL means
 /// no flag (as in v13-v16).
+///
+/// # Safety
+/// Called by RCCL with its arguments: `handles` as connect()'s, `abort_flag`
+/// NULL or a u32 that outlives the call.
 pub unsafe extern "C" fn connect_v17<P: Plugin>(
     ctx: *mut c_void,
     handles: *mut *mut c_void,
