@@ -1,7 +1,15 @@
 #!/usr/bin/env bash
 # Applies rust-gin's RCCL patch series (patches/series) to an RCCL git checkout:
 #
-#   scripts/apply-rccl-patches.sh <rccl-checkout>
+#   scripts/apply-rccl-patches.sh [--gin-type N] <rccl-checkout>
+#
+# --gin-type N: rust-gin's GIN type number (default 8, the contract). The series
+# writes it once, as RUST_GIN_TYPE in src/include/nccl_device/net_device.h
+# (patch 0001); this option writes N there instead, for a tree whose own
+# numbering already took 8. RCCL's build reads it from that header and passes it
+# to rust-gin's crate as RUST_GIN_TYPE (cmake/RustGin.cmake), so the host
+# reports the same number; select the backend with NCCL_GIN_TYPE=N.
+# docs/configuration.md ("Build-time knobs").
 #
 # <rccl-checkout> is a rocm-systems checkout (the series' paths are
 # projects/rccl/...) or a checkout whose root is projects/rccl; the layout is
@@ -26,7 +34,23 @@ patch_dir="$here/patches"
 
 die() { echo "apply-rccl-patches: $*" >&2; exit 2; }
 
-[[ $# -eq 1 ]] || die "usage: $0 <rccl-checkout>   (a rocm-systems checkout, or one whose root is projects/rccl)"
+usage="usage: $0 [--gin-type N] <rccl-checkout>   (a rocm-systems checkout, or one whose root is projects/rccl)"
+# The contract's number (shared/reference/contracts.md); 0001 writes it once.
+DEFAULT_GIN_TYPE=8
+gin_type=$DEFAULT_GIN_TYPE
+while [[ $# -gt 1 ]]; do
+  case "$1" in
+    --gin-type) [[ $# -ge 3 ]] || die "$usage"; gin_type="$2"; shift 2 ;;
+    --gin-type=*) gin_type="${1#--gin-type=}"; shift ;;
+    *) die "$usage" ;;
+  esac
+done
+[[ $# -eq 1 ]] || die "$usage"
+# A GIN type (0 means "any", 1 is the unpack net device) and a bit of RCCL's
+# 32-bit unsigned device backend mask (patch 0001 checks the same at compile time).
+[[ "$gin_type" =~ ^[0-9]+$ ]] && ((10#$gin_type >= 2 && 10#$gin_type <= 31)) ||
+  die "--gin-type $gin_type: must be a number from 2 to 31 (a GIN type and a bit of RCCL's 32-bit device backend mask)"
+gin_type=$((10#$gin_type))
 [[ -d "$1" ]] || die "$1 is not a folder"
 git -C "$1" rev-parse --is-inside-work-tree >/dev/null 2>&1 ||
   die "$1 is not a git checkout; the series is applied with git am (clone RCCL with git)"
@@ -66,8 +90,84 @@ repo_path() {
   if [[ -n "$prefix" ]]; then echo "${p#"$prefix"}"; else echo "$p"; fi
 }
 
+# The enumerators of `} <name>;` in <file> whose value is <n>, as "NAME = n"
+# lines: the enum's body is read back from its closing line to its opening brace.
+enum_users() {
+  awk -v name="$2" -v n="$3" '
+    { body[NR] = $0 }
+    $0 ~ "^[[:space:]]*}[[:space:]]*" name "[[:space:]]*;" {
+      for (i = NR - 1; i > 0 && body[i] !~ /[{]/; i--) {
+        line = body[i]; sub(/\/\/.*/, "", line)
+        if (match(line, /[A-Za-z_][A-Za-z0-9_]*[[:space:]]*=[[:space:]]*[0-9]+/)) {
+          e = substr(line, RSTART, RLENGTH); split(e, kv, "=")
+          gsub(/[[:space:]]/, "", kv[1]); gsub(/[[:space:]]/, "", kv[2])
+          if (kv[1] != "NCCL_GIN_MAX_TYPES" && kv[2] + 0 == n + 0) print kv[1] " = " kv[2]
+        }
+      }
+    }' "$1"
+}
+# Every value the two enums use, for the suggestion of a free number.
+enum_values() {
+  awk -v name="$2" '
+    { body[NR] = $0 }
+    $0 ~ "^[[:space:]]*}[[:space:]]*" name "[[:space:]]*;" {
+      for (i = NR - 1; i > 0 && body[i] !~ /[{]/; i--) {
+        line = body[i]; sub(/\/\/.*/, "", line)
+        if (line ~ /NCCL_GIN_MAX_TYPES/) continue
+        if (match(line, /=[[:space:]]*[0-9]+/)) { v = substr(line, RSTART + 1, RLENGTH - 1); gsub(/[[:space:]]/, "", v); print v }
+      }
+    }' "$1"
+}
+core_h="$top/$(repo_path projects/rccl/src/include/nccl_device/core.h)"
+net_h="${core_h%/core.h}/net_device.h"
+[[ -f "$net_h" ]] || die "$net_h is missing (the series adds rust-gin's number to ncclNetDeviceType there)"
+if grep -q "NCCL_GIN_TYPE_RUST\|RUST_GIN_TYPE" "$core_h" "$net_h"; then
+  echo "apply-rccl-patches: $top already has rust-gin's GIN type (NCCL_GIN_TYPE_RUST or RUST_GIN_TYPE):" >&2
+  echo "apply-rccl-patches: the series is applied already. Start from a checkout without it." >&2
+  exit 3
+fi
+users=$( { enum_users "$core_h" ncclGinType_t "$gin_type" | sed "s|\$| (ncclGinType_t, ${core_h#"$top"/})|"
+           enum_users "$net_h" ncclNetDeviceType "$gin_type" | sed "s|\$| (ncclNetDeviceType, ${net_h#"$top"/})|"; } )
+if [[ -n "$users" ]]; then
+  used=" $(
+    { enum_values "$core_h" ncclGinType_t; enum_values "$net_h" ncclNetDeviceType; } | sort -un | tr '\n' ' '
+  )"
+  # Above every number in use: below it RCCL's numbering is dense.
+  free=""
+  for ((n = 31; n >= 2; n--)); do
+    [[ "$used" == *" $n "* ]] && break
+    free=$n
+  done
+  {
+    echo "apply-rccl-patches: REFUSED: this RCCL already uses GIN type $gin_type for another backend:"
+    echo "$users" | sed 's/^/apply-rccl-patches:     /'
+    echo "apply-rccl-patches: rust-gin needs a number of its own (RCCL appends its new GIN types, and 8 is"
+    echo "apply-rccl-patches: where it appends next). Nothing was changed. What to do:"
+    echo "apply-rccl-patches:   1. apply with a free number, e.g. the first one above those this tree uses:"
+    echo "apply-rccl-patches:        $0 --gin-type ${free:-N} $1"
+    echo "apply-rccl-patches:      (0001 writes it as RUST_GIN_TYPE in net_device.h; RCCL's build passes it"
+    echo "apply-rccl-patches:      to rust-gin's crate, so the backend reports the same number);"
+    echo "apply-rccl-patches:   2. select rust-gin with NCCL_GIN_TYPE=${free:-N} instead of $gin_type;"
+    echo "apply-rccl-patches:   3. if 0001's hunks no longer apply around ncclGinType_t, rebase the series onto"
+    echo "apply-rccl-patches:      this tree (patches/README.md); its compile-time checks will hold the number."
+  } >&2
+  exit 3
+fi
+if [[ "$gin_type" != "$DEFAULT_GIN_TYPE" ]]; then
+  # The series with N written where 0001 defines the number, and nowhere else.
+  custom=$(mktemp -d)
+  trap 'rm -rf "$custom"' EXIT
+  for p in "${series[@]}"; do cp "$p" "$custom/"; done
+  first="$custom/$(basename "${series[0]}")"
+  hits=$(grep -c "^+#define RUST_GIN_TYPE $DEFAULT_GIN_TYPE\$" "$first" || true)
+  [[ "$hits" == 1 ]] || die "$(basename "$first") does not define RUST_GIN_TYPE $DEFAULT_GIN_TYPE exactly once; cannot write --gin-type"
+  sed -i "s/^+#define RUST_GIN_TYPE $DEFAULT_GIN_TYPE\$/+#define RUST_GIN_TYPE $gin_type/" "$first"
+  for i in "${!series[@]}"; do series[$i]="$custom/$(basename "${series[$i]}")"; done
+fi
+
 echo "apply-rccl-patches: checkout $top"
 echo "apply-rccl-patches: layout   $layout"
+echo "apply-rccl-patches: GIN type $gin_type$([[ "$gin_type" == "$DEFAULT_GIN_TYPE" ]] && echo " (the default)" || echo " (--gin-type; not the contract's $DEFAULT_GIN_TYPE)")"
 head_sha=$(git -C "$top" rev-parse HEAD)
 if [[ "$head_sha" == "$PIN" ]]; then
   echo "apply-rccl-patches: HEAD is the pinned rocm-systems commit $PIN"
@@ -131,7 +231,7 @@ fi
 
 am_log=$(mktemp)
 check_index=$(mktemp -u)
-trap 'rm -f "$am_log" "$check_index"' EXIT
+trap 'rm -f "$am_log" "$check_index"; [[ -z "${custom:-}" ]] || rm -rf "$custom"' EXIT
 if "${am[@]}" am --3way -p"$strip" "${series[@]}" >"$am_log" 2>&1; then
   cat "$am_log"
   echo "apply-rccl-patches: applied ${#series[@]} patches; HEAD is now $(git -C "$top" rev-parse --short HEAD)"

@@ -171,3 +171,21 @@ fn the_code_reads_and_cites_only_documented_variables() {
     }
     assert!(reads >= KNOBS.len(), "found only {reads} environment reads in host/: the scan is broken");
 }
+
+/// The build-time knob that fixes rust-gin's GIN type on both sides: its
+/// documented default is the crate's default, and the row says how RCCL's
+/// side is set (the apply script's --gin-type, the define in net_device.h).
+#[test]
+fn the_build_time_gin_type_knob_is_documented_with_the_crates_default() {
+    use rccl_rust_gin::ffi::nccl::{gin_type, DEFAULT_GIN_TYPE};
+    let rows = table(&doc(), "## Build-time knobs");
+    assert_eq!(rows.keys().collect::<Vec<_>>(), ["RUST_GIN_TYPE"], "the build-time knobs");
+    let cells = &rows["RUST_GIN_TYPE"];
+    assert_eq!(cells[0], DEFAULT_GIN_TYPE.to_string(), "documented default vs the crate's");
+    assert_eq!(gin_type(None), DEFAULT_GIN_TYPE);
+    for needle in ["--gin-type", "RUST_GIN_TYPE", "net_device.h", "NCCL_GIN_TYPE", "2 to 31"] {
+        assert!(cells[1].contains(needle), "RUST_GIN_TYPE's row does not mention {needle}");
+    }
+    let script = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/apply-rccl-patches.sh")).unwrap();
+    assert!(script.contains(&format!("DEFAULT_GIN_TYPE={DEFAULT_GIN_TYPE}")), "the apply script's default");
+}

@@ -72,14 +72,19 @@ fn close(r: Rank, gctx: *mut c_void) {
     assert_eq!(p.call_ptr(p.v.finalize, r.ctx), OK);
 }
 
-/// Runs `f`, returns its result and the WARN lines it logged.
-fn warns<T>(f: impl FnOnce() -> T) -> (T, Vec<String>) {
+/// Every line logged while `f` runs (threads included), under the log lock.
+fn logged<T>(f: impl FnOnce() -> T) -> (T, Vec<String>) {
     let p = plugin();
     let _g = p.log_lock.lock().unwrap_or_else(|e| e.into_inner());
     p.logger.take();
     let v = f();
-    let lines = p.logger.take().into_iter().filter(|l| l.starts_with(&format!("{} ", level::WARN))).collect();
-    (v, lines)
+    (v, p.logger.take())
+}
+
+/// Runs `f`, returns its result and the WARN lines it logged.
+fn warns<T>(f: impl FnOnce() -> T) -> (T, Vec<String>) {
+    let (v, lines) = logged(f);
+    (v, lines.into_iter().filter(|l| l.starts_with(&format!("{} ", level::WARN))).collect())
 }
 
 fn expect_warn(res: NcclResult, want: NcclResult, lines: &[String], words: &[&str], what: &str) {
@@ -435,4 +440,185 @@ fn selected_only_by_nccl_gin_type_8() {
         assert!(e.to_string().contains("NCCL_GIN_TYPE"), "{e}");
     }
     assert_eq!(plugin().name(), "rust-gin");
+}
+
+// --- GIN v15 (NCCL 2.32): createContext with a peer array --------------------------
+
+/// `ncclGinRustPlugin_v15` of the same dlopened library as [`plugin`]: every
+/// slot but createContext is the v14 table's function.
+fn v15() -> &'static rccl_rust_gin::ffi::gin::NcclGinV15 {
+    use rccl_rust_gin::ffi::gin::NcclGinV15;
+    static V: std::sync::OnceLock<(libloading::Library, usize)> = std::sync::OnceLock::new();
+    plugin();
+    let (_, v) = V.get_or_init(|| {
+        // SAFETY: our own cdylib (already loaded by plugin()); the symbol is a
+        // static ncclGin_v15_t.
+        unsafe {
+            let lib = libloading::Library::new(cdylib_path()).unwrap();
+            let v = *lib.get::<*const NcclGinV15>(b"ncclGinRustPlugin_v15").unwrap() as usize;
+            (lib, v)
+        }
+    });
+    // SAFETY: a static of the library held open above.
+    unsafe { &*(*v as *const NcclGinV15) }
+}
+
+fn config_v15(n_contexts: i32, peers: &mut [i32]) -> rccl_rust_gin::ffi::gin::NcclGinConfigV15 {
+    rccl_rust_gin::ffi::gin::NcclGinConfigV15 {
+        n_signals: 4,
+        n_counters: 2,
+        n_contexts,
+        queue_depth: 128,
+        traffic_class: -1,
+        backend_version: 0,
+        peer_array: peers.as_mut_ptr(),
+        peer_array_count: peers.len() as i32,
+    }
+}
+
+fn create_v15(coll: *mut c_void, cfg: &mut rccl_rust_gin::ffi::gin::NcclGinConfigV15) -> (NcclResult, *mut c_void, *const c_void) {
+    let (mut gc, mut dh) = (std::ptr::null_mut(), std::ptr::null_mut());
+    // SAFETY: valid pointers.
+    let r = unsafe { (v15().create_context.unwrap())(coll, cfg, &mut gc, &mut dh) };
+    // SAFETY: a live device handle when createContext succeeded.
+    let h = if r == OK { unsafe { (*dh).handle as *const c_void } } else { std::ptr::null() };
+    (r, gc, h)
+}
+
+
+/// NCCL's gin_host.cc (NVIDIA/nccl@7217a581) passes a v15 backend the ranks
+/// at the requested stride from this rank, itself included: stride 2 on 4
+/// ranks connects 0 with 2 and 1 with 3. Each rank gets 2 contexts x 2 queue
+/// pairs (the INFO line says so), puts with signals to its listed peers
+/// (device operations, host build), flushes every context (the closed queues
+/// of the other ranks are passed over), and a put to an unlisted rank fails
+/// at once, recorded and reported by queryLastError as "not connected".
+#[test]
+fn v15_connects_only_the_ranks_in_its_peer_array() {
+    let p = plugin();
+    let n = 4usize;
+    let ((), lines) = logged(|| {
+        let ex = Exchange::new(n);
+        std::thread::scope(|s| {
+            for rank in 0..n {
+                let ex = ex.clone();
+                s.spawn(move || {
+                    let mut r = p.open_rank(rank as i32, n as i32);
+                    let all = ex.allgather(rank, r.handle);
+                    assert_eq!(p.connect(&mut r, &all), OK);
+                    let mut peers: Vec<i32> = (rank % 2..n).step_by(2).map(|q| q as i32).collect();
+                    let (res, gctx, h) = create_v15(r.coll, &mut config_v15(2, &mut peers));
+                    assert_eq!(res, OK, "createContext v15 with peers {peers:?}");
+                    let src = register(p, r.coll, 4096);
+                    let dst = register(p, r.coll, n * 4096);
+                    src.buf.write(0, &(0..4096).map(|i| pattern(rank, i)).collect::<Vec<_>>());
+                    ex.barrier();
+                    // SAFETY (device calls): live handle and windows.
+                    unsafe {
+                        for &q in &peers {
+                            let s = dev::rust_gin_put(
+                                h, 1, q as u32, dst.gh, (rank * 4096) as u64, src.gh, 0, 4096,
+                                signal_indexed(0, RUST_GIN_SIGNAL_OP_INC, 0), 0, 0, 0,
+                            );
+                            assert_eq!(s, 0, "put to listed rank {q}");
+                        }
+                        let np = peers.len() as u64;
+                        assert_eq!(dev::rust_gin_signal_wait(h, 1, 0, np, std::ptr::null(), 0), 0, "listed peers' signals");
+                        assert_eq!(dev::rust_gin_flush(h, 0, 0, 1, std::ptr::null(), 0), 0, "flush an idle context");
+                        assert_eq!(dev::rust_gin_flush(h, 1, 0, 1, std::ptr::null(), 0), 0, "flush context 1");
+                    }
+                    for &q in &peers {
+                        let mut slot = vec![0u8; 4096];
+                        dst.buf.read(q as usize * 4096, &mut slot);
+                        assert!(slot.iter().enumerate().all(|(i, b)| *b == pattern(q as usize, i)), "data from {q}");
+                    }
+                    let (q, has) = p.query_error(gctx);
+                    assert_eq!((q, has), (OK, false), "no error so far");
+                    ex.barrier();
+                    let other = ((rank + 1) % n) as u32;
+                    // SAFETY: as above.
+                    unsafe {
+                        let t = std::time::Instant::now();
+                        let s = dev::rust_gin_put(h, 0, other, dst.gh, 0, src.gh, 0, 8, NO_SIGNAL, 0, 0, 0);
+                        assert_ne!(s, 0, "a put to unlisted rank {other} fails");
+                        assert!(t.elapsed().as_secs() < 5, "at once, not after the context's timeout");
+                        assert_ne!(dev::rust_gin_flush(h, 0, 0, 1, std::ptr::null(), 0), 0, "the set is now in error");
+                    }
+                    let (q, has) = p.query_error(gctx);
+                    assert_eq!((q, has), (OK, true), "queryLastError reports it");
+                    ex.barrier();
+                    for w in [&src, &dst] {
+                        // SAFETY: valid tokens.
+                        assert_eq!(unsafe { (p.v.dereg_mr_sym.unwrap())(r.coll, w.mh) }, OK);
+                    }
+                    assert_eq!(p.call_ptr(p.v.destroy_context, gctx), OK);
+                    ex.barrier();
+                    assert_eq!(p.call_ptr(p.v.close_coll, r.coll), OK);
+                    assert_eq!(p.call_ptr(p.v.finalize, r.ctx), OK);
+                });
+            }
+        });
+    });
+    for rank in 0..n {
+        let built = format!("rank {rank} built 4 QPs to 2 of 4 ranks (2 context(s)");
+        assert!(
+            lines.iter().any(|l| l.contains(&built) && l.contains("peer array of 2")),
+            "no INFO line '{built} ... peer array of 2'; got {lines:?}"
+        );
+        let other = (rank + 1) % n;
+        let not = format!("rank {rank}: device-side error");
+        let why = format!("rank {other} is not connected: createContext's peerArray does not list it");
+        assert!(
+            lines.iter().any(|l| l.starts_with(&format!("{} ", level::WARN)) && l.contains(&not) && l.contains(&why)),
+            "no WARN line '{not} ... ({why})'; got {lines:?}"
+        );
+    }
+}
+
+#[test]
+fn v15_bad_config_gets_an_error_and_a_warn_line() {
+    let p = plugin();
+    let mut r = p.open_rank(0, 1);
+    let h = r.handle;
+    assert_eq!(p.connect(&mut r, &[h]), OK);
+    let (mut zero, mut one, mut twice) = ([0i32], [1i32], [0i32, 0]);
+    let cases: Vec<(rccl_rust_gin::ffi::gin::NcclGinConfigV15, &[&str])> = vec![
+        (rccl_rust_gin::ffi::gin::NcclGinConfigV15 { peer_array_count: -1, ..config_v15(1, &mut zero) }, &["config.peerArrayCount = -1"]),
+        (
+            rccl_rust_gin::ffi::gin::NcclGinConfigV15 { peer_array: std::ptr::null_mut(), ..config_v15(1, &mut zero) },
+            &["config.peerArray is NULL with peerArrayCount = 1"],
+        ),
+        (config_v15(1, &mut one), &["config.peerArray[0] = 1", "not a rank"]),
+        (config_v15(1, &mut twice), &["config.peerArrayCount = 2", "more peers"]),
+        (config_v15(0, &mut zero), &["config.nContexts = 0"]),
+        (rccl_rust_gin::ffi::gin::NcclGinConfigV15 { backend_version: 1, ..config_v15(1, &mut zero) }, &["config.backendVersion = 1"]),
+        (rccl_rust_gin::ffi::gin::NcclGinConfigV15 { traffic_class: 300, ..config_v15(1, &mut zero) }, &["config.trafficClass = 300"]),
+    ];
+    for (mut c, words) in cases {
+        let ((res, gc, _), l) = warns(|| create_v15(r.coll, &mut c));
+        expect_warn(res, NCCL_INVALID_ARGUMENT, &l, words, &format!("{c:?}"));
+        assert!(gc.is_null());
+    }
+    // An empty array connects nobody: every queue is closed, a flush passes.
+    let (res, gc, h) = create_v15(r.coll, &mut config_v15(1, &mut []));
+    assert_eq!(res, OK);
+    // SAFETY: a live handle.
+    assert_eq!(unsafe { dev::rust_gin_flush(h, 0, 0, 1, std::ptr::null(), 0) }, 0);
+    assert_eq!(p.call_ptr(p.v.destroy_context, gc), OK);
+    // Itself listed: a loopback put lands.
+    let (res, gc, h) = create_v15(r.coll, &mut config_v15(1, &mut [0]));
+    assert_eq!(res, OK);
+    let w = register(p, r.coll, 64);
+    w.buf.write(0, &[7u8; 8]);
+    // SAFETY: live handle and window.
+    unsafe {
+        assert_eq!(dev::rust_gin_put(h, 0, 0, w.gh, 8, w.gh, 0, 8, NO_SIGNAL, 0, 0, 0), 0);
+        assert_eq!(dev::rust_gin_flush(h, 0, 0, 1, std::ptr::null(), 0), 0);
+    }
+    let mut b = [0u8; 8];
+    w.buf.read(8, &mut b);
+    assert_eq!(b, [7u8; 8], "loopback put landed");
+    // SAFETY: valid tokens.
+    assert_eq!(unsafe { (p.v.dereg_mr_sym.unwrap())(r.coll, w.mh) }, OK);
+    close(r, gc);
 }

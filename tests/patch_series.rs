@@ -358,10 +358,19 @@ fn series_adds_gin_type_8_and_raises_max_types_to_9() {
     let core = p.file("projects/rccl/src/include/nccl_device/core.h");
     let net = p.file("projects/rccl/src/include/nccl_device/net_device.h");
     let has = |lines: &[&str], needle: &str| lines.iter().any(|l| l.split("//").next().unwrap().trim() == needle);
-    assert!(has(&core.added(), &format!("NCCL_GIN_TYPE_RUST = {GIN_TYPE_RUST},")), "core.h: type {GIN_TYPE_RUST}");
-    assert!(has(&core.added(), &format!("NCCL_GIN_MAX_TYPES = {GIN_MAX_TYPES},")), "core.h: max types");
+    // The number is written once, in net_device.h; both enums take it from there.
+    assert!(has(&net.added(), &format!("#define RUST_GIN_TYPE {GIN_TYPE_RUST}")), "net_device.h: the number");
+    assert!(has(&core.added(), "NCCL_GIN_TYPE_RUST = RUST_GIN_TYPE,"), "core.h: type from the one definition");
+    assert!(has(&net.added(), "NCCL_NET_DEVICE_GIN_RUST = RUST_GIN_TYPE,"), "net_device.h: type");
+    assert!(
+        has(
+            &core.added(),
+            "NCCL_GIN_MAX_TYPES = (RUST_GIN_TYPE > NCCL_GIN_TYPE_ANVIL_SDMA ? RUST_GIN_TYPE : NCCL_GIN_TYPE_ANVIL_SDMA) + 1,"
+        ),
+        "core.h: max types follows the largest type"
+    );
     assert!(has(&core.removed(), &format!("NCCL_GIN_MAX_TYPES = {},", GIN_MAX_TYPES - 1)), "core.h: old max");
-    assert!(has(&net.added(), &format!("NCCL_NET_DEVICE_GIN_RUST = {GIN_TYPE_RUST},")), "net_device.h: type");
+    assert!(has(&core.added(), "#include \"net_device.h\""), "core.h sees the number");
     // The device backend mask is a 32-bit unsigned, the support mask 64 bits.
     assert!(GIN_TYPE_RUST < 32 && GIN_TYPE_RUST < GIN_MAX_TYPES);
 
@@ -898,4 +907,247 @@ fn device_header_maps_rccl_calls_onto_the_device_abi() {
     eprintln!("{}", text(&run));
     assert!(run.status.success(), "gin_rust.h maps RCCL's calls wrongly:\n{}", text(&run));
     assert!(text(&run).contains(", 0 failed"), "{}", text(&run));
+}
+
+// ---------------------------------------------------------------------------
+// The guarded type number (issue 12 part 6)
+// ---------------------------------------------------------------------------
+
+/// Across the whole series the number appears as code once: the define in
+/// net_device.h. Every other added line names RUST_GIN_TYPE or the enums.
+#[test]
+fn the_gin_type_number_is_written_once_in_the_series() {
+    let all = series();
+    let mut defines = Vec::new();
+    for p in &all {
+        for f in &p.files {
+            for l in f.added() {
+                let code = l.split("//").next().unwrap();
+                if code.trim_start().starts_with("#define RUST_GIN_TYPE") {
+                    defines.push(format!("{} {}: {}", &p.name[..4], f.path, l.trim()));
+                }
+                for name in ["NCCL_GIN_TYPE_RUST", "NCCL_NET_DEVICE_GIN_RUST"] {
+                    let literal = format!("{name} = {GIN_TYPE_RUST}");
+                    assert!(!code.contains(&literal), "{} {}: {name} given a literal: {l}", p.name, f.path);
+                }
+                assert!(!code.contains(&format!("EXPECT_EQ({GIN_TYPE_RUST},")), "{}: a test pins the literal: {l}", p.name);
+            }
+        }
+    }
+    assert_eq!(
+        defines,
+        [format!(
+            "0001 projects/rccl/src/include/nccl_device/net_device.h: #define RUST_GIN_TYPE {GIN_TYPE_RUST}"
+        )]
+    );
+    // RCCL's build hands that number to the crate, which reports it.
+    let cmake = patch(&all, "0005").file("projects/rccl/cmake/RustGin.cmake").new_content();
+    assert!(cmake.contains("REGEX \"^#define RUST_GIN_TYPE [0-9]+\")"), "RustGin.cmake reads the define");
+    assert!(cmake.contains("\"RUST_GIN_TYPE=${RUST_GIN_TYPE}\""), "RustGin.cmake passes it to cargo");
+    assert_eq!(rccl_rust_gin::ffi::nccl::NCCL_NET_DEVICE_GIN_RUST as u32, GIN_TYPE_RUST, "the crate's default");
+}
+
+/// 0001's compile-time checks, compiled: the enums as at the pin (this
+/// test's stand-in of the lines 0001's hunks do not show), then 0001's own
+/// added lines (the define, both enumerators, the static_asserts), with the
+/// define set to `n`. `edit` changes the assembled text first.
+fn compile_guard(n: u32, edit: impl Fn(String) -> String) -> (bool, String) {
+    let all = series();
+    let p = patch(&all, "0001");
+    let net = p.file("projects/rccl/src/include/nccl_device/net_device.h").added();
+    let core = p.file("projects/rccl/src/include/nccl_device/core.h").added();
+    let define = net.iter().find(|l| l.starts_with("#define RUST_GIN_TYPE")).expect("the define");
+    let net_enum = net.iter().find(|l| l.trim_start().starts_with("NCCL_NET_DEVICE_GIN_RUST")).expect("net enum");
+    let core_enum: Vec<&str> =
+        core.iter().copied().filter(|l| l.trim_start().starts_with("NCCL_GIN_")).collect();
+    assert_eq!(core_enum.len(), 2, "0001 adds NCCL_GIN_TYPE_RUST and NCCL_GIN_MAX_TYPES: {core_enum:?}");
+    let asserts_at = core.iter().position(|l| l.starts_with("static_assert")).expect("0001 adds static_asserts");
+    let asserts = core[asserts_at..].join("\n");
+    let src = format!(
+        "{}\ntypedef enum {{\n  NCCL_NET_DEVICE_HOST = 0,\n  NCCL_NET_DEVICE_UNPACK = 1,\n  NCCL_NET_DEVICE_GIN_PROXY = 2,\n  \
+         NCCL_NET_DEVICE_GIN_GDAKI = 3,\n  NCCL_NET_DEVICE_GIN_GPI = 4,\n  NCCL_NET_DEVICE_GIN_EFA_GDA = 5,\n  \
+         NCCL_NET_DEVICE_GIN_ROCSHMEM_GDA = 6,\n  NCCL_NET_DEVICE_GIN_ANVIL_SDMA = 7,\n{net_enum}\n}} ncclNetDeviceType;\n\
+         typedef enum {{\n  NCCL_GIN_TYPE_NONE = 0,\n  NCCL_GIN_TYPE_PROXY = 2,\n  NCCL_GIN_TYPE_GDAKI = 3,\n  \
+         NCCL_GIN_TYPE_GPI = 4,\n  NCCL_GIN_TYPE_EFA_GDA = 5,\n  NCCL_GIN_TYPE_ROCSHMEM_GDA = 6,\n  \
+         NCCL_GIN_TYPE_ANVIL_SDMA = 7,\n{}\n}} ncclGinType_t;\n{asserts}\nint main() {{ return 0; }}\n",
+        define.replace(&GIN_TYPE_RUST.to_string(), &n.to_string()),
+        core_enum.join("\n"),
+    );
+    let tmp = TempDir::new("gin-type-guard");
+    let file = tmp.0.join("guard.cc");
+    std::fs::write(&file, edit(src)).unwrap();
+    let out = Command::new("c++").args(["-std=c++17", "-fsyntax-only"]).arg(&file).output().expect("a C++ compiler (c++)");
+    (out.status.success(), text(&out))
+}
+
+#[test]
+fn patch_0001_refuses_at_compile_time_a_number_another_backend_has_or_the_mask_lacks() {
+    for ok in [GIN_TYPE_RUST, 9, 31] {
+        let (pass, out) = compile_guard(ok, |s| s);
+        assert!(pass, "RUST_GIN_TYPE {ok} must compile: {out}");
+    }
+    for (bad, says) in [
+        (2, "the proxy's number"),
+        (3, "GDAKI's number"),
+        (4, "GPI's number"),
+        (5, "EFA GDA's number"),
+        (6, "rocSHMEM GDA's number"),
+        (7, "Anvil SDMA's number"),
+        (1, "device backend mask"),
+        (32, "device backend mask"),
+        (64, "device backend mask"),
+    ] {
+        let (pass, out) = compile_guard(bad, |s| s);
+        assert!(!pass, "RUST_GIN_TYPE {bad} compiled: the guard for it is missing");
+        assert!(out.contains(says), "RUST_GIN_TYPE {bad}: the error does not say {says:?}: {out}");
+    }
+    // The two enums disagreeing (one of them edited by hand) is caught too.
+    let (pass, out) = compile_guard(GIN_TYPE_RUST, |s| {
+        s.replace("NCCL_NET_DEVICE_GIN_RUST = RUST_GIN_TYPE", "NCCL_NET_DEVICE_GIN_RUST = 9")
+    });
+    assert!(!pass && out.contains("disagree"), "enums that disagree compiled: {out}");
+    // And the check is the guard's, not the compiler's: without 0001's
+    // asserts the same clash compiles.
+    let (pass, _) = compile_guard(7, |s| s.lines().filter(|l| !l.contains("static_assert") && !l.trim_start().starts_with('"')).collect::<Vec<_>>().join("\n"));
+    assert!(pass, "without the static_asserts a clash is silent: the asserts above are what catches it");
+}
+
+/// A stand-in RCCL tree for patch 0001 only: core.h and net_device.h made of
+/// filler lines with 0001's pre-image lines (context and removed) at the line
+/// numbers its hunks name, in a git repository; and a copy of this project's
+/// scripts/ and patches/ whose series is 0001 alone. `plant` edits a file's
+/// text first (a tree whose RCCL took the number).
+struct StandIn {
+    _tmp: TempDir,
+    tree: std::path::PathBuf,
+    script: std::path::PathBuf,
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@invalid"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", text(&out));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn stand_in(plant: impl Fn(&str, String) -> String) -> StandIn {
+    let tmp = TempDir::new("gin-type-tree");
+    let all = series();
+    let p = patch(&all, "0001");
+    let tree = tmp.0.join("rccl");
+    for f in &p.files {
+        let mut lines: Vec<String> = Vec::new();
+        for h in &f.hunks {
+            while lines.len() + 1 < h.old_start {
+                lines.push(format!("// stand-in for line {} of the pinned file", lines.len() + 1));
+            }
+            lines.extend(h.lines.iter().filter(|l| !l.starts_with('+')).map(|l| l[1..].to_string()));
+        }
+        lines.push("// stand-in end".into());
+        let path = tree.join(&f.path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, plant(&f.path, lines.join("\n") + "\n")).unwrap();
+    }
+    git(&tree, &["init", "-q"]);
+    git(&tree, &["add", "-A"]);
+    git(&tree, &["commit", "-qm", "stand-in"]);
+    let proj = tmp.0.join("rust-gin");
+    std::fs::create_dir_all(proj.join("scripts")).unwrap();
+    std::fs::create_dir_all(proj.join("patches")).unwrap();
+    let script = proj.join("scripts/apply-rccl-patches.sh");
+    std::fs::copy(root().join("scripts/apply-rccl-patches.sh"), &script).unwrap();
+    let name = series_names()[0].clone();
+    std::fs::copy(root().join("patches").join(&name), proj.join("patches").join(&name)).unwrap();
+    std::fs::write(proj.join("patches/series"), format!("{name}\n")).unwrap();
+    StandIn { _tmp: tmp, tree, script }
+}
+
+fn apply_script(s: &StandIn, args: &[&str]) -> (i32, String) {
+    let out = Command::new("bash").arg(&s.script).args(args).arg(&s.tree).output().unwrap();
+    (out.status.code().unwrap_or(-1), text(&out))
+}
+
+fn define_in_tree(s: &StandIn) -> String {
+    let net = std::fs::read_to_string(s.tree.join("projects/rccl/src/include/nccl_device/net_device.h")).unwrap();
+    net.lines().find(|l| l.starts_with("#define RUST_GIN_TYPE")).unwrap_or("").to_string()
+}
+
+#[test]
+fn the_apply_script_writes_the_default_number_or_the_one_gin_type_names() {
+    let s = stand_in(|_, t| t);
+    let (code, out) = apply_script(&s, &[]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(define_in_tree(&s), format!("#define RUST_GIN_TYPE {GIN_TYPE_RUST}"));
+    assert!(out.contains(&format!("GIN type {GIN_TYPE_RUST} (the default)")), "{out}");
+
+    let s = stand_in(|_, t| t);
+    let head = git(&s.tree, &["rev-parse", "HEAD"]);
+    let (code, out) = apply_script(&s, &["--gin-type", "9"]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(define_in_tree(&s), "#define RUST_GIN_TYPE 9", "{out}");
+    assert!(out.contains("GIN type 9 (--gin-type; not the contract's 8)"), "{out}");
+    // One commit, and only the define differs from the series' own text.
+    assert_eq!(git(&s.tree, &["rev-list", "--count", &format!("{head}..HEAD")]), "1");
+    let diff = git(&s.tree, &["show", "--format=", "HEAD"]);
+    assert!(diff.contains("+#define RUST_GIN_TYPE 9") && !diff.contains("RUST_GIN_TYPE 8"), "{diff}");
+    assert_eq!(std::fs::read_to_string(root().join("patches").join(&series_names()[0])).unwrap().matches("+#define RUST_GIN_TYPE 8\n").count(), 1, "the series itself is untouched");
+
+    for bad in ["1", "32", "eight", "-3"] {
+        let s = stand_in(|_, t| t);
+        let (code, out) = apply_script(&s, &["--gin-type", bad]);
+        assert_eq!(code, 2, "--gin-type {bad}: {out}");
+        assert!(out.contains("must be a number from 2 to 31"), "{out}");
+    }
+}
+
+#[test]
+fn the_apply_script_refuses_a_tree_whose_gin_types_already_use_the_number() {
+    // RCCL appended a backend at 8, in both enums, as it does.
+    let plant = |path: &str, t: String| {
+        if path.ends_with("core.h") {
+            t.replace(
+                "  NCCL_GIN_MAX_TYPES = 8,",
+                "  NCCL_GIN_TYPE_NEXT = 8, // a backend RCCL appended\n  NCCL_GIN_MAX_TYPES = 9,",
+            )
+        } else {
+            t.replace("} ncclNetDeviceType;", "  NCCL_NET_DEVICE_GIN_NEXT = 8,\n} ncclNetDeviceType;")
+        }
+    };
+    let s = stand_in(plant);
+    let head = git(&s.tree, &["rev-parse", "HEAD"]);
+    let (code, out) = apply_script(&s, &[]);
+    assert_eq!(code, 3, "{out}");
+    for needle in [
+        "REFUSED: this RCCL already uses GIN type 8",
+        "NCCL_GIN_TYPE_NEXT = 8 (ncclGinType_t, projects/rccl/src/include/nccl_device/core.h)",
+        "NCCL_NET_DEVICE_GIN_NEXT = 8 (ncclNetDeviceType",
+        "--gin-type 9",
+        "NCCL_GIN_TYPE=9",
+        "Nothing was changed",
+    ] {
+        assert!(out.contains(needle), "the refusal does not say {needle:?}:\n{out}");
+    }
+    assert_eq!(git(&s.tree, &["rev-parse", "HEAD"]), head, "the tree is left as it was");
+    assert_eq!(git(&s.tree, &["status", "--porcelain"]), "", "no file changed");
+    // A number only the device enum uses is refused as well.
+    let s = stand_in(|path, t| if path.ends_with("net_device.h") { plant(path, t) } else { t });
+    let (code, out) = apply_script(&s, &[]);
+    assert_eq!(code, 3, "{out}");
+    assert!(out.contains("NCCL_NET_DEVICE_GIN_NEXT = 8"), "{out}");
+    // Another number that an enum uses: refused, naming that backend.
+    let s = stand_in(|_, t| t);
+    let (code, out) = apply_script(&s, &["--gin-type", "7"]);
+    assert_eq!(code, 3, "{out}");
+    assert!(out.contains("NCCL_GIN_TYPE_ANVIL_SDMA = 7"), "{out}");
+    // The series applied already: refused.
+    let s = stand_in(|_, t| t);
+    assert_eq!(apply_script(&s, &[]).0, 0);
+    let (code, out) = apply_script(&s, &[]);
+    assert_eq!(code, 3, "{out}");
+    assert!(out.contains("applied already"), "{out}");
 }

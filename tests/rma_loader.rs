@@ -8,8 +8,9 @@
 //! "STATIC_PLUGIN" means the program itself); if that fails and the name has
 //! no '/' and is not of the form lib*.so, "librccl-rma-<name>.so" is tried.
 //! In the opened library the newest known version symbol wins:
-//! ncclRmaPlugin_v16, _v15, _v14, _v13 in a newer RCCL (its docs), _v15, _v14,
-//! _v13 at the pinned revision; v13 falls back to ncclGinPlugin_v13, and RCCL's
+//! ncclRmaPlugin_v17, _v16, _v15, _v14, _v13 in NCCL 2.32 (an RCCL that syncs
+//! it will do the same), _v16, _v15, _v14, _v13 in a newer RCCL (its docs),
+//! _v15, _v14, _v13 at the pinned revision; v13 falls back to ncclGinPlugin_v13, and RCCL's
 //! v13 wrapper makes init fail unless getProperties(0) reports
 //! NCCL_NET_DEVICE_GIN_PROXY.
 //!
@@ -43,10 +44,15 @@ const PREFIX: &str = "librccl-rma";
 //   (randomizedcoder/rocm-systems@66e4315f, "F1").
 // - RCCL's RMA plugin docs (StefanBS/rocm-systems@b76e4ecb) describe v16 and
 //   newer RCCL tries it first (NVIDIA/nccl@14c81c37 rma_v16.h matches).
+// - NCCL's src/plugin/rma.cc tries 17, 16, 15, 14, 13 once rma_v17.h exists
+//   (NVIDIA/nccl@e714a588 rma.cc, ncclRmaVersion[]; rma_v17.h @c6fbb1d7),
+//   the order an RCCL that syncs NCCL 2.32 inherits.
 // - Each getNcclRma_vN dlsym()s "ncclRmaPlugin_vN"; v13 falls back to
 //   "ncclGinPlugin_v13" ("the two should have an equal signature").
 
-/// The version order of a newer RCCL (its RMA plugin docs) and of the pin.
+/// The version order of NCCL 2.32 (and an RCCL that syncs it), of a newer
+/// RCCL (its RMA plugin docs) and of the pin.
+const NCCL_2_32: &[u32] = &[17, 16, 15, 14, 13];
 const NEWER: &[u32] = &[16, 15, 14, 13];
 const PINNED: &[u32] = &[15, 14, 13];
 
@@ -221,6 +227,8 @@ fn an_absolute_path_is_opened_as_given_and_the_newest_version_wins() {
     assert_eq!(o.loaded, Some((abs.to_string(), 16, "rust-gin-rma".into())), "a newer RCCL takes v16");
     let o = load(Some(abs), Some(&[]), PINNED);
     assert_eq!(o.loaded.as_ref().map(|l| l.1), Some(15), "the pinned RCCL (15, 14, 13) takes v15");
+    let o = load(Some(abs), Some(&[]), NCCL_2_32);
+    assert_eq!(o.loaded, Some((abs.to_string(), 17, "rust-gin-rma".into())), "NCCL 2.32's order takes v17");
 }
 
 #[test]
@@ -280,6 +288,7 @@ fn the_version_choice_follows_the_symbols_a_library_exports() {
     let s = paths(&[&i.stubs]);
     let v = |name: &str, order| load(Some(name), Some(&s), order).loaded.map(|l| l.1);
     assert_eq!(v("v14v13", NEWER), Some(14));
+    assert_eq!(v("v14v13", NCCL_2_32), Some(14), "an older plugin still loads in NCCL 2.32's order");
     assert_eq!(v("v14v13", PINNED), Some(14));
     assert_eq!(v("gin13", NEWER), Some(13), "v13 falls back to ncclGinPlugin_v13");
     let o = load(Some("empty"), Some(&s), NEWER);
@@ -287,7 +296,7 @@ fn the_version_choice_follows_the_symbols_a_library_exports() {
     assert!(o.loaded.is_none(), "a library without any version symbol is not a plugin");
     // Our library exports every version, each in its own layout.
     let lib = dlopen(Some(i.dir.join("librccl-rma-rust.so").to_str().unwrap()), None).unwrap();
-    for ver in [16u32, 15, 14, 13] {
+    for ver in [17u32, 16, 15, 14, 13] {
         let (got, p) = pick_version(&lib, &[ver]).unwrap();
         assert_eq!(got, ver);
         assert_eq!(vtable_name(ver, p), "rust-gin-rma");
@@ -336,12 +345,13 @@ fn the_built_library_resolves_the_exact_symbols_rccl_looks_up() {
         unsafe { libc::dlsym(h, c.as_ptr()) as *const c_void }
     };
     let sizes = [
+        (17, std::mem::size_of::<NcclRmaV17>()),
         (16, std::mem::size_of::<NcclRmaV16>()),
         (15, std::mem::size_of::<NcclRmaV15>()),
         (14, std::mem::size_of::<NcclRmaV14>()),
         (13, std::mem::size_of::<NcclRmaV13>()),
     ];
-    for order in [PINNED, NEWER] {
+    for order in [PINNED, NEWER, NCCL_2_32] {
         let first = order.iter().find(|&&v| rccl_symbols(v).iter().any(|n| !sym(n).is_null()));
         assert_eq!(first, order.first(), "RCCL with order {order:?} would take another version");
     }
@@ -357,6 +367,12 @@ fn the_built_library_resolves_the_exact_symbols_rccl_looks_up() {
     // The GIN backend's table is linked into librccl, not looked up by name;
     // the patch references this one symbol (patches/0003).
     assert!(!sym("ncclGinRustPlugin_v14").is_null(), "ncclGinRustPlugin_v14 is not exported");
+    // And the v15 table, for an RCCL that syncs NCCL 2.32 (gin_v15.h).
+    let p = sym("ncclGinRustPlugin_v15");
+    assert!(!p.is_null(), "ncclGinRustPlugin_v15 is not exported");
+    // SAFETY: ncclGin_v15_t: a name and 16 callbacks.
+    let words = unsafe { std::slice::from_raw_parts(p as *const usize, 17) };
+    assert!(words.iter().all(|&w| w != 0), "ncclGinRustPlugin_v15 has a NULL slot");
 }
 
 const CHILD: &str = "RUST_GIN_RMA_LOADER_CHILD";

@@ -3,7 +3,7 @@
 //! getProperties, getRmaProperties, listen, connect, createContext,
 //! regMrSym, iput, iputSignal (with and without data), iget, iflush, test,
 //! rmaProgress, queryLastError, deregMrSym, destroyContext, closeColl,
-//! closeListen, finalize. Every exported version (v13..v16) runs a full flow
+//! closeListen, finalize. Every exported version (v13..v17) runs a full flow
 //! through the dlopened cdylib; then optFlags (doorbells counted by the
 //! emulated NIC), the flushesAllPutsOnAnySignal claim, bad input and a fault.
 //! The tests that read the NIC's counters (rccl_rust_gin::rma::plugin::nic_counters)
@@ -30,6 +30,13 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 type P = *mut c_void;
+
+thread_local! {
+    /// The comm size of the rank this thread plays (run() sets it): v17's
+    /// createContext takes the peer list, which the v16-shaped flow leaves
+    /// to the Api.
+    static RANKS: std::cell::Cell<c_int> = const { std::cell::Cell::new(0) };
+}
 const OK: NcclResult = NCCL_SUCCESS;
 const NULL: P = std::ptr::null_mut();
 const AGG: u32 = NCCL_RMA_OPT_FLAGS_AGGREGATE_REQUESTS;
@@ -42,6 +49,7 @@ struct Harness {
     v14: &'static NcclRmaV14,
     v15: &'static NcclRmaV15,
     v16: &'static NcclRmaV16,
+    v17: &'static NcclRmaV17,
     logger: Logger,
     log_lock: Mutex<()>,
 }
@@ -56,11 +64,12 @@ fn harness() -> &'static Harness {
             let lib = libloading::Library::new(&path).unwrap_or_else(|e| {
                 panic!("dlopen {} (cargo test or cargo build --lib makes it): {e}", path.display())
             });
+            let v17: &'static NcclRmaV17 = &**lib.get::<*const NcclRmaV17>(b"ncclRmaPlugin_v17").unwrap();
             let v16: &'static NcclRmaV16 = &**lib.get::<*const NcclRmaV16>(b"ncclRmaPlugin_v16").unwrap();
             let v15: &'static NcclRmaV15 = &**lib.get::<*const NcclRmaV15>(b"ncclRmaPlugin_v15").unwrap();
             let v14: &'static NcclRmaV14 = &**lib.get::<*const NcclRmaV14>(b"ncclRmaPlugin_v14").unwrap();
             let v13: &'static NcclRmaV13 = &**lib.get::<*const NcclRmaV13>(b"ncclRmaPlugin_v13").unwrap();
-            Harness { _lib: lib, v13, v14, v15, v16, logger: Logger::build(), log_lock: Mutex::new(()) }
+            Harness { _lib: lib, v13, v14, v15, v16, v17, logger: Logger::build(), log_lock: Mutex::new(()) }
         }
     })
 }
@@ -71,13 +80,14 @@ fn linked() -> Api {
     Api::V16(&rccl_rust_gin::rma::ncclRmaPlugin_v16)
 }
 
-/// One of the four exported layouts, called in the v16 shape.
+/// One of the five exported layouts, called in the v16 shape.
 #[derive(Clone, Copy)]
 enum Api {
     V13(&'static NcclRmaV13),
     V14(&'static NcclRmaV14),
     V15(&'static NcclRmaV15),
     V16(&'static NcclRmaV16),
+    V17(&'static NcclRmaV17),
 }
 
 macro_rules! slot {
@@ -87,6 +97,7 @@ macro_rules! slot {
             Api::V14(v) => v.$f.unwrap(),
             Api::V15(v) => v.$f.unwrap(),
             Api::V16(v) => v.$f.unwrap(),
+            Api::V17(v) => v.$f.unwrap(),
         }
     };
 }
@@ -101,6 +112,7 @@ impl Api {
             Api::V14(_) => 14,
             Api::V15(_) => 15,
             Api::V16(_) => 16,
+            Api::V17(_) => 17,
         }
     }
     fn name(self) -> String {
@@ -109,6 +121,7 @@ impl Api {
             Api::V14(v) => v.name,
             Api::V15(v) => v.name,
             Api::V16(v) => v.name,
+            Api::V17(v) => v.name,
         };
         // SAFETY: a static C string.
         unsafe { CStr::from_ptr(n) }.to_string_lossy().into_owned()
@@ -125,6 +138,7 @@ impl Api {
     fn get_rma_properties(self, coll: P, p: *mut NcclRmaProperties) -> Option<NcclResult> {
         match self {
             Api::V16(v) => Some(unsafe { v.get_rma_properties.unwrap()(coll, p) }),
+            Api::V17(v) => Some(unsafe { v.get_rma_properties.unwrap()(coll, p) }),
             _ => None,
         }
     }
@@ -132,11 +146,41 @@ impl Api {
         unsafe { slot!(self, listen)(ctx, dev, handle, lc) }
     }
     fn connect(self, ctx: P, handles: *mut P, n: c_int, rank: c_int, lc: P, cc: *mut P) -> NcclResult {
-        unsafe { slot!(self, connect)(ctx, handles, n, rank, lc, cc) }
+        match self {
+            Api::V13(v) => unsafe { v.connect.unwrap()(ctx, handles, n, rank, lc, cc) },
+            Api::V14(v) => unsafe { v.connect.unwrap()(ctx, handles, n, rank, lc, cc) },
+            Api::V15(v) => unsafe { v.connect.unwrap()(ctx, handles, n, rank, lc, cc) },
+            Api::V16(v) => unsafe { v.connect.unwrap()(ctx, handles, n, rank, lc, cc) },
+            // An abort flag RCCL never sets (the abort tests set theirs).
+            Api::V17(v) => {
+                static NEVER: u32 = 0;
+                unsafe { v.connect.unwrap()(ctx, handles, n, rank, lc, cc, &NEVER) }
+            }
+        }
+    }
+    /// v17: createContext with a peer array.
+    fn create_context_v17(self, coll: P, n_contexts: c_int, tc: c_int, peers: &[c_int]) -> (NcclResult, P) {
+        let Api::V17(v) = self else { panic!("v17 only") };
+        let mut cfg = NcclRmaConfigV17 {
+            n_contexts,
+            traffic_class: tc,
+            peer_array: peers.as_ptr() as *mut c_int,
+            peer_array_count: peers.len() as c_int,
+        };
+        let mut ctx = NULL;
+        let r = unsafe { v.create_context.unwrap()(coll, &mut cfg, &mut ctx) };
+        (r, ctx)
     }
     fn create_context(self, coll: P, n_contexts: c_int, tc: c_int, stride: c_int) -> (NcclResult, P) {
         let mut ctx = NULL;
         let r = match self {
+            // NCCL's rma_proxy.cc turns a rank stride into the peers at that
+            // stride from this rank (self included); stride 1 is everyone.
+            Api::V17(_) => {
+                assert_eq!(stride, 1, "v17 tests with other peer sets call create_context_v17");
+                let n = RANKS.with(|r| r.get());
+                return self.create_context_v17(coll, n_contexts, tc, &(0..n).collect::<Vec<_>>());
+            }
             Api::V13(v) => {
                 let mut cfg = NcclGinConfigV13 { n_contexts, traffic_class: tc, ..Default::default() };
                 let mut dh: *mut NcclNetDeviceHandle = std::ptr::null_mut();
@@ -157,7 +201,7 @@ impl Api {
                     Api::V14(v) => v.create_context.unwrap(),
                     Api::V15(v) => v.create_context.unwrap(),
                     Api::V16(v) => v.create_context.unwrap(),
-                    Api::V13(_) => unreachable!(),
+                    Api::V13(_) | Api::V17(_) => unreachable!(),
                 };
                 unsafe { f(coll, &mut cfg, &mut ctx) }
             }
@@ -184,6 +228,7 @@ impl Api {
             Api::V14(v) => unsafe { v.reg_mr_sym.unwrap()(coll, data, size, ty, 0, &mut mh) },
             Api::V15(v) => unsafe { v.reg_mr_sym.unwrap()(coll, data, size, ty, 0, &mut mh) },
             Api::V16(v) => unsafe { v.reg_mr_sym.unwrap()(coll, data, size, ty, 0, &mut mh) },
+            Api::V17(v) => unsafe { v.reg_mr_sym.unwrap()(coll, data, size, ty, 0, &mut mh) },
         };
         (r, mh)
     }
@@ -197,6 +242,7 @@ impl Api {
             Api::V14(v) => unsafe { v.reg_mr_sym_dma_buf.unwrap()(coll, data, size, NCCL_PTR_CUDA, 0, fd, 0, &mut mh) },
             Api::V15(v) => unsafe { v.reg_mr_sym_dma_buf.unwrap()(coll, data, size, NCCL_PTR_CUDA, 0, fd, 0, &mut mh) },
             Api::V16(v) => unsafe { v.reg_mr_sym_dma_buf.unwrap()(coll, data, size, NCCL_PTR_CUDA, 0, fd, 0, &mut mh) },
+            Api::V17(v) => unsafe { v.reg_mr_sym_dma_buf.unwrap()(coll, data, size, NCCL_PTR_CUDA, 0, fd, 0, &mut mh) },
         }
     }
     fn dereg(self, coll: P, mh: P) -> NcclResult {
@@ -233,6 +279,7 @@ impl Api {
             Api::V14(v) => unsafe { v.iput.unwrap()(ctx, c, so, smh, size, doff, dmh, rank, req) },
             Api::V15(v) => unsafe { v.iput.unwrap()(ctx, c, so, smh, size, doff, dmh, rank, flags, req) },
             Api::V16(v) => unsafe { v.iput.unwrap()(ctx, c, so, smh, size, doff, dmh, rank, flags, req) },
+            Api::V17(v) => unsafe { v.iput.unwrap()(ctx, c, so, smh, size, doff, dmh, rank, flags, req) },
         }
     }
     fn iput_signal(
@@ -269,6 +316,11 @@ impl Api {
                     ctx, c, so, smh, size, doff, dmh, rank, sigoff, sigmh, value, op, true, flags, req,
                 )
             },
+            Api::V17(v) => unsafe {
+                v.iput_signal.unwrap()(
+                    ctx, c, so, smh, size, doff, dmh, rank, sigoff, sigmh, value, op, true, flags, req,
+                )
+            },
         }
     }
     fn iget(
@@ -289,6 +341,7 @@ impl Api {
             Api::V14(v) => unsafe { v.iget.unwrap()(ctx, c, roff, rmh, size, loff, lmh, rank, req) },
             Api::V15(v) => unsafe { v.iget.unwrap()(ctx, c, roff, rmh, size, loff, lmh, rank, flags, req) },
             Api::V16(v) => unsafe { v.iget.unwrap()(ctx, c, roff, rmh, size, loff, lmh, rank, flags, req) },
+            Api::V17(v) => unsafe { v.iget.unwrap()(ctx, c, roff, rmh, size, loff, lmh, rank, flags, req) },
         }
     }
     fn iflush(self, ctx: P, c: c_int, mh: P, rank: u32, req: *mut P) -> NcclResult {
@@ -303,6 +356,7 @@ impl Api {
             Api::V14(v) => unsafe { v.rma_progress.unwrap()(ctx) },
             Api::V15(v) => unsafe { v.rma_progress.unwrap()(ctx) },
             Api::V16(v) => unsafe { v.rma_progress.unwrap()(ctx) },
+            Api::V17(v) => unsafe { v.rma_progress.unwrap()(ctx) },
         }
     }
     fn query(self, ctx: P, has: *mut bool) -> NcclResult {
@@ -607,6 +661,7 @@ fn run(api: Api, n: usize) {
             let ex = ex.clone();
             s.spawn(move || {
                 let _broken_on_panic = ex.guard();
+                RANKS.with(|r| r.set(n as c_int));
                 let r = open(api, rank, n, &ex);
                 flow(api, &r, &|| ex.barrier());
                 close(api, r);
@@ -647,16 +702,263 @@ fn v15_four_ranks() {
     run(Api::V15(harness().v15), 4);
 }
 
+#[test]
+fn v17_two_ranks() {
+    run(Api::V17(harness().v17), 2);
+}
+
+#[test]
+fn v17_four_ranks() {
+    run(Api::V17(harness().v17), 4);
+}
+
+// --- v17: peer arrays, nContexts, trafficClass, abortFlag -----------------------------
+
+
+/// NCCL's rma_proxy.cc (NVIDIA/nccl@c6fbb1d7) hands a v17 plugin the peers
+/// at the context's rank stride from this rank, itself included: with
+/// stride 2 on 4 ranks, ranks 0 and 2 connect to each other, 1 and 3 too.
+/// Each rank asks for 3 contexts and traffic class 5, gets 3 * 2 queue pairs
+/// (the INFO line says so), moves data and signals to its listed peers on
+/// the last context, and is refused, with a WARN line, a request to a rank
+/// it did not list. A duplicate entry is refused before anything collective.
+#[test]
+fn v17_connects_only_the_ranks_in_its_peer_array_with_that_many_contexts() {
+    let api = Api::V17(harness().v17);
+    let n = 4usize;
+    let ((), lines) = logged(|| {
+        let ex = Exchange::new(n);
+        std::thread::scope(|s| {
+            for rank in 0..n {
+                let ex = ex.clone();
+                s.spawn(move || {
+                    let _broken_on_panic = ex.guard();
+                    let r = open(api, rank, n, &ex);
+                    let (res, ctx) = api.create_context_v17(r.coll, 1, -1, &[rank as c_int, rank as c_int]);
+                    assert_eq!((res, ctx), (NCCL_INVALID_ARGUMENT, NULL), "a rank listed twice");
+                    let peers: Vec<c_int> = (rank % 2..n).step_by(2).map(|p| p as c_int).collect();
+                    let (res, ctx) = api.create_context_v17(r.coll, 3, 5, &peers);
+                    assert_eq!(res, OK, "createContext with peers {peers:?}");
+                    let src = buf(4096);
+                    let dst = buf(n * 4096);
+                    let sig = buf(8);
+                    src.write(0, &(0..4096).map(|i| pattern(rank, i)).collect::<Vec<_>>());
+                    let (src_mh, dst_mh, sig_mh) = (
+                        api.reg_ok(r.coll, &src, NCCL_PTR_CUDA),
+                        api.reg_ok(r.coll, &dst, NCCL_PTR_CUDA),
+                        api.reg_ok(r.coll, &sig, NCCL_PTR_CUDA),
+                    );
+                    ex.barrier();
+                    for &p in &peers {
+                        let mut q = NULL;
+                        let res = api.iput_signal(
+                            ctx, 2, 0, src_mh, 4096, (rank * 4096) as u64, dst_mh, p as u32, 0, sig_mh, 0,
+                            NCCL_NET_SIGNAL_OP_INC, 0, &mut q,
+                        );
+                        assert_eq!(res, OK, "iputSignal on context 2 to listed rank {p}");
+                        assert_eq!(api.wait(r.coll, ctx, q), OK);
+                    }
+                    let word = || sig.atomic_u64(0).load(Ordering::Acquire);
+                    spin_until("a signal from every listed peer", api, ctx, || word() == peers.len() as u64);
+                    for &p in &peers {
+                        let mut slot = vec![0u8; 4096];
+                        dst.read(p as usize * 4096, &mut slot);
+                        assert!(slot.iter().enumerate().all(|(i, b)| *b == pattern(p as usize, i)), "data from {p}");
+                    }
+                    // Ranks of the other parity were never connected.
+                    let other = ((rank + 1) % n) as u32;
+                    let mut q = NULL;
+                    let res = api.iput(ctx, 0, 0, src_mh, 8, 0, dst_mh, other, 0, &mut q);
+                    assert_eq!((res, q), (NCCL_INVALID_ARGUMENT, NULL), "iput to unlisted rank {other}");
+                    let res = api.iput(ctx, 3, 0, src_mh, 8, 0, dst_mh, rank as u32, 0, &mut q);
+                    assert_eq!(res, NCCL_INVALID_ARGUMENT, "context 3 of 3");
+                    let mut has = true;
+                    assert_eq!(api.query(ctx, &mut has), OK);
+                    assert!(!has, "a refused request is no queue error");
+                    ex.barrier();
+                    for mh in [src_mh, dst_mh, sig_mh] {
+                        assert_eq!(api.dereg(r.coll, mh), OK);
+                    }
+                    assert_eq!(api.destroy(ctx), OK);
+                    ex.barrier();
+                    close(api, r);
+                });
+            }
+        });
+    });
+    for rank in 0..n {
+        let built = format!("rank {rank} built 6 QPs to 2 of 4 ranks (3 context(s)");
+        assert!(
+            lines.iter().any(|l| l.contains(&built) && l.contains("traffic class 5") && l.contains("peer array of 2")),
+            "no INFO line '{built} ... traffic class 5, peer array of 2'; got {lines:?}"
+        );
+        let twice = format!("config.peerArray[1] = {rank}: rank {rank} is listed twice");
+        assert!(lines.iter().any(|l| l.contains("createContext") && l.contains(&twice)), "no WARN line '{twice}'");
+    }
+    let refused = lines.iter().filter(|l| l.contains("iput") && l.contains("is not connected") && l.contains("peerArray"));
+    assert_eq!(refused.count(), n, "one WARN line per rank for the unlisted rank");
+}
+
+/// Peer arrays that disagree (rank 0 lists rank 1, rank 1 does not list
+/// rank 0) fail createContext on both ranks at once, with a line naming the
+/// other rank, and leave the comm usable: arrays that agree work next.
+#[test]
+fn v17_peer_arrays_that_disagree_fail_on_every_rank_without_a_hang() {
+    let api = Api::V17(harness().v17);
+    let ((), lines) = logged(|| {
+        let ex = Exchange::new(2);
+        std::thread::scope(|s| {
+            for rank in 0..2usize {
+                let ex = ex.clone();
+                s.spawn(move || {
+                    let _broken_on_panic = ex.guard();
+                    let r = open(api, rank, 2, &ex);
+                    let mine: &[c_int] = if rank == 0 { &[0, 1] } else { &[1] };
+                    let t = Instant::now();
+                    let (res, ctx) = api.create_context_v17(r.coll, 1, -1, mine);
+                    assert_eq!((res, ctx), (NCCL_INVALID_USAGE, NULL), "rank {rank}");
+                    assert!(t.elapsed() < Duration::from_secs(10), "failed at once, not by a timeout");
+                    let (res, ctx) = api.create_context_v17(r.coll, 1, -1, &[0, 1]);
+                    assert_eq!(res, OK, "agreeing arrays after the failed attempt");
+                    assert_eq!(api.destroy(ctx), OK);
+                    ex.barrier();
+                    close(api, r);
+                });
+            }
+        });
+    });
+    assert!(lines.iter().any(|l| l.contains("rank 0's peer array lists rank 1, but rank 1's does not list rank 0")));
+    assert!(lines.iter().any(|l| l.contains("rank 0 connects to rank 1 but rank 1's peer array does not list rank 0")));
+}
+
+/// Bad v17 configs: each an error code and a WARN line naming the argument.
+/// An empty peer array is valid and connects nobody.
+#[test]
+fn v17_bad_create_context_input_gets_an_error_and_a_warn_line() {
+    let api = Api::V17(harness().v17);
+    let v = harness().v17;
+    let r = solo(api);
+    let raw = |cfg: *mut NcclRmaConfigV17, out: *mut P| unsafe { v.create_context.unwrap()(r.coll, cfg, out) };
+    let cfg = |n_contexts, traffic_class, peer_array: *mut c_int, peer_array_count| NcclRmaConfigV17 {
+        n_contexts,
+        traffic_class,
+        peer_array,
+        peer_array_count,
+    };
+    let mut zero = [0 as c_int];
+    let z = zero.as_mut_ptr();
+    let mut three = [3 as c_int];
+    let mut minus = [-1 as c_int];
+    let cases: Vec<(NcclRmaConfigV17, &[&str])> = vec![
+        (cfg(1, -1, z, -1), &["createContext", "config.peerArrayCount = -1", "negative"]),
+        (cfg(1, -1, std::ptr::null_mut(), 1), &["config.peerArray is NULL with peerArrayCount = 1"]),
+        (cfg(1, -1, z, 2), &["config.peerArrayCount = 2", "more peers than the comm's 1 ranks"]),
+        (cfg(1, -1, three.as_mut_ptr(), 1), &["config.peerArray[0] = 3", "not a rank"]),
+        (cfg(1, -1, minus.as_mut_ptr(), 1), &["config.peerArray[0] = -1", "not a rank"]),
+        (cfg(0, -1, z, 1), &["config.nContexts = 0"]),
+        (cfg(65, -1, z, 1), &["config.nContexts = 65"]),
+        (cfg(1, 256, z, 1), &["config.trafficClass = 256"]),
+        (cfg(1, -2, z, 1), &["config.trafficClass = -2"]),
+    ];
+    for (mut c, words) in cases {
+        let mut ctx = NULL;
+        let (res, l) = warns(|| raw(&mut c, &mut ctx));
+        expect_warn(res, NCCL_INVALID_ARGUMENT, &l, words, &format!("{c:?}"));
+        assert!(ctx.is_null());
+    }
+    let mut ctx = NULL;
+    let (res, l) = warns(|| raw(std::ptr::null_mut(), &mut ctx));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["config is NULL"], "NULL config");
+    let mut c = cfg(1, -1, z, 1);
+    let (res, l) = warns(|| raw(&mut c, std::ptr::null_mut()));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["rmaCtx is NULL"], "NULL rmaCtx");
+
+    // Nobody listed: a context set with no queue pairs; requests are refused.
+    let a = buf(64);
+    let mh = api.reg_ok(r.coll, &a, NCCL_PTR_CUDA);
+    let (res, empty) = api.create_context_v17(r.coll, 1, -1, &[]);
+    assert_eq!(res, OK, "an empty peer array");
+    let mut q = NULL;
+    let (res, l) = warns(|| api.iput(empty, 0, 0, mh, 8, 8, mh, 0, 0, &mut q));
+    expect_warn(res, NCCL_INVALID_ARGUMENT, &l, &["iput", "rank 0 is not connected"], "iput with no peers");
+    assert_eq!(api.destroy(empty), OK);
+    // Itself listed: loopback works.
+    let (res, ctx) = api.create_context_v17(r.coll, 1, -1, &[0]);
+    assert_eq!(res, OK);
+    a.write(0, &[9u8; 8]);
+    let q = api.put(ctx, 0, 0, mh, 8, 8, mh, 0, 0);
+    assert_eq!(api.wait(r.coll, ctx, q), OK);
+    let mut b = [0u8; 8];
+    a.read(8, &mut b);
+    assert_eq!(b, [9u8; 8], "loopback put landed");
+    assert_eq!(api.dereg(r.coll, mh), OK);
+    assert_eq!(api.destroy(ctx), OK);
+    close(api, r);
+}
+
+/// v17's connect takes RCCL's abort flag: set before the call, connect
+/// refuses to start; set while the setup waits for a peer that never comes,
+/// connect returns at once instead of after RCCL_RUST_GIN_CONNECT_TIMEOUT_MS.
+#[test]
+fn v17_connect_returns_when_rccl_sets_the_abort_flag() {
+    let h = harness();
+    let v = h.v17;
+    let api = Api::V17(v);
+    // Ranks 0 and 1 of a 2-rank comm listen; only rank 0 ever connects.
+    let mut ctxs = [NULL; 2];
+    let mut lcs = [NULL; 2];
+    let mut handles = [[0u8; NCCL_NET_HANDLE_MAXSIZE]; 2];
+    for r in 0..2 {
+        assert_eq!(api.init(&mut ctxs[r]), OK);
+        assert_eq!(api.listen(ctxs[r], 0, handles[r].as_mut_ptr() as P, &mut lcs[r]), OK);
+    }
+    let ptrs: Vec<P> = handles.iter().map(|h| h.as_ptr() as P).collect();
+    let connect = |flag: *const u32, cc: &mut P| unsafe {
+        v.connect.unwrap()(ctxs[0], ptrs.as_ptr() as *mut P, 2, 0, lcs[0], cc, flag)
+    };
+    let set = std::sync::atomic::AtomicU32::new(1);
+    let mut cc = NULL;
+    let (res, l) = warns(|| connect(set.as_ptr(), &mut cc));
+    expect_warn(res, NCCL_INTERNAL_ERROR, &l, &["connect", "abortFlag is set (before connection setup started)"], "set");
+    assert!(cc.is_null());
+
+    let flag = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let setter = {
+        let flag = flag.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            flag.store(1, Ordering::SeqCst);
+        })
+    };
+    let t = Instant::now();
+    let (res, l) = warns(|| connect(flag.as_ptr(), &mut cc));
+    let took = t.elapsed();
+    setter.join().unwrap();
+    expect_warn(res, NCCL_INTERNAL_ERROR, &l, &["connect", "abortFlag is set (during connection setup)"], "set later");
+    assert!(cc.is_null());
+    assert!(took >= Duration::from_millis(300), "connect waited for the peer until the flag was set ({took:?})");
+    assert!(took < Duration::from_secs(10), "connect returned on the flag, not on the connect timeout ({took:?})");
+    for r in 0..2 {
+        assert_eq!(api.close_listen(lcs[r]), OK);
+        assert_eq!(api.finalize(ctxs[r]), OK);
+    }
+}
+
 // --- bad input -------------------------------------------------------------------
 
-/// Runs `f`, returns its result and the WARN lines it logged.
-fn warns<T>(f: impl FnOnce() -> T) -> (T, Vec<String>) {
+/// Every line logged while `f` runs (threads included), under the log lock.
+fn logged<T>(f: impl FnOnce() -> T) -> (T, Vec<String>) {
     let h = harness();
     let _g = h.log_lock.lock().unwrap_or_else(|e| e.into_inner());
     h.logger.take();
     let v = f();
-    let lines = h.logger.take().into_iter().filter(|l| l.starts_with(&format!("{} ", level::WARN))).collect();
-    (v, lines)
+    (v, h.logger.take())
+}
+
+/// Runs `f`, returns its result and the WARN lines it logged.
+fn warns<T>(f: impl FnOnce() -> T) -> (T, Vec<String>) {
+    let (v, lines) = logged(f);
+    (v, lines.into_iter().filter(|l| l.starts_with(&format!("{} ", level::WARN))).collect())
 }
 
 #[track_caller]

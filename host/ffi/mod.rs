@@ -5,8 +5,8 @@
 //! below).
 //!
 //! RCCL's RMA interface began as a copy of GIN v13 (rma_v13.h: `typedef
-//! ncclGin_v13_t ncclRma_v13_t`), so ncclGin_v14 and ncclRma_v13..v16 share
-//! one slot order and differ in a few slots and signatures. The macros here
+//! ncclGin_v13_t ncclRma_v13_t`), so ncclGin_v14/v15 and ncclRma_v13..v17
+//! share one slot order and differ in a few slots and signatures. The macros here
 //! write that order and those signatures once; each version states only what
 //! differs.
 
@@ -20,6 +20,7 @@ macro_rules! plugin_vtable {
         $(#[$doc:meta])*
         $name:ident {
             properties: [$($prop:ident: $prop_ty:ty),* $(,)?],
+            connect: $conn:ty,
             create_context: $cc:ty,
             reg_mr_sym: $reg:ty,
             reg_mr_sym_dma_buf: $reg_dmabuf:ty,
@@ -35,7 +36,7 @@ macro_rules! plugin_vtable {
             $(pub $prop: Option<$prop_ty>,)*
             pub get_properties: Option<$crate::ffi::gin::GetPropertiesFn>,
             pub listen: Option<$crate::ffi::gin::ListenFn>,
-            pub connect: Option<$crate::ffi::gin::ConnectFn>,
+            pub connect: Option<$conn>,
             pub create_context: Option<$cc>,
             pub reg_mr_sym: Option<$reg>,
             pub reg_mr_sym_dma_buf: Option<$reg_dmabuf>,
@@ -58,16 +59,21 @@ macro_rules! plugin_vtable {
 /// version fills the same way take the shared C functions of
 /// [`crate::session::thunks`] for plugin `$plugin`, and the functions named
 /// `dereg_mr_sym`, `destroy_context`, `close_coll` and `query_last_error` in
-/// the calling module; the version names the rest (`slot: function`).
+/// the calling module; the version names the rest (`slot: function`). A
+/// version whose connect differs (RMA v17's abortFlag) names it with
+/// `connect: f` before the braces.
 macro_rules! plugin_vtable_value {
     ($ty:ident, $plugin:ty, $name:expr, { $($slot:ident: $f:expr),* $(,)? }) => {
+        plugin_vtable_value!($ty, $plugin, $name, connect: $crate::session::thunks::connect::<$plugin>, { $($slot: $f),* })
+    };
+    ($ty:ident, $plugin:ty, $name:expr, connect: $connect:expr, { $($slot:ident: $f:expr),* $(,)? }) => {
         $ty {
             name: $name.as_ptr(),
             init: Some($crate::session::thunks::init::<$plugin>),
             devices: Some($crate::session::thunks::devices::<$plugin>),
             get_properties: Some($crate::session::thunks::get_properties::<$plugin>),
             listen: Some($crate::session::thunks::listen::<$plugin>),
-            connect: Some($crate::session::thunks::connect::<$plugin>),
+            connect: Some($connect),
             close_listen: Some($crate::session::thunks::close_listen::<$plugin>),
             finalize: Some($crate::session::thunks::finalize::<$plugin>),
             dereg_mr_sym: Some(dereg_mr_sym),
@@ -89,6 +95,21 @@ macro_rules! create_context_fn {
             config: *mut $config,
             ctx: *mut *mut std::ffi::c_void,
             $($dev_handle: *mut *mut $crate::ffi::nccl::NcclNetDeviceHandle,)?
+        ) -> $crate::ffi::nccl::NcclResult;
+    };
+}
+
+/// connect with the version's trailing arguments (RMA v17's abortFlag).
+macro_rules! connect_fn {
+    ($name:ident $(, $extra:ident: $extra_ty:ty)?) => {
+        pub type $name = unsafe extern "C" fn(
+            ctx: *mut std::ffi::c_void,
+            handles: *mut *mut std::ffi::c_void,
+            nranks: std::ffi::c_int,
+            rank: std::ffi::c_int,
+            listen_comm: *mut std::ffi::c_void,
+            coll_comm: *mut *mut std::ffi::c_void,
+            $($extra: $extra_ty,)?
         ) -> $crate::ffi::nccl::NcclResult;
     };
 }

@@ -51,8 +51,33 @@ pub const NCCL_NET_SIGNAL_OP_ADD: u32 = 0x2;
 /// ncclNetDeviceType values used here.
 pub const NCCL_NET_DEVICE_HOST: c_int = 0;
 pub const NCCL_NET_DEVICE_GIN_PROXY: c_int = 2;
-/// rust-gin's type (shared/reference/contracts.md).
-pub const NCCL_NET_DEVICE_GIN_RUST: c_int = 8;
+/// rust-gin's GIN type: 8 (shared/reference/contracts.md), or the number the
+/// build's `RUST_GIN_TYPE` names. RCCL's side writes it once too, as
+/// `RUST_GIN_TYPE` in net_device.h (patch 0001;
+/// `scripts/apply-rccl-patches.sh --gin-type N` writes another), and RCCL's
+/// build passes that value to cargo as `RUST_GIN_TYPE` (cmake/RustGin.cmake),
+/// so both sides agree (docs/configuration.md, "Build-time knobs").
+pub const NCCL_NET_DEVICE_GIN_RUST: c_int = gin_type(option_env!("RUST_GIN_TYPE"));
+
+/// The contract's number, when the build names none.
+pub const DEFAULT_GIN_TYPE: c_int = 8;
+
+/// `RUST_GIN_TYPE` checked at compile time: a GIN type (not 0, "any", nor 1,
+/// the unpack net device) and a bit of RCCL's 32-bit device backend mask.
+pub const fn gin_type(v: Option<&str>) -> c_int {
+    let Some(s) = v else { return DEFAULT_GIN_TYPE };
+    let b = s.as_bytes();
+    assert!(!b.is_empty() && b.len() <= 2, "RUST_GIN_TYPE must be a number from 2 to 31");
+    let mut n: c_int = 0;
+    let mut i = 0;
+    while i < b.len() {
+        assert!(b[i].is_ascii_digit(), "RUST_GIN_TYPE must be a number from 2 to 31");
+        n = n * 10 + (b[i] - b'0') as c_int;
+        i += 1;
+    }
+    assert!(n >= 2 && n <= 31, "RUST_GIN_TYPE must be a number from 2 to 31");
+    n
+}
 
 pub const NCCL_NET_MAX_DEVS_PER_NIC_V12: usize = 8;
 

@@ -1,13 +1,15 @@
-//! RCCL's RMA plugin interface, versions 13 to 16 (plugin/rma/rma_v1x.h), as
+//! RCCL's RMA plugin interface, versions 13 to 17 (plugin/rma/rma_v1x.h), as
 //! RCCL's proxy GIN (src/gin/gin_host_proxy.cc) drives it.
 //!
 //! Sources (see docs/rma-plugin.md): v13 is `ncclGin_v13_t` itself
 //! (rma_v13.h: `typedef ncclGin_v13_t ncclRma_v13_t`); v14 adds rankStride to
 //! the config and drops the device handle and ginHandle; v15 adds `optFlags`
 //! to iput, iputSignal and iget; v16 inserts `getRmaProperties` after
-//! `devices`. v13, v14 and v15 are 168 bytes with the same slot offsets; v16
-//! is 176 bytes. Offsets below are the ones computed from the C headers on
-//! x86-64 (LP64).
+//! `devices`; v17 (NVIDIA/nccl@c6fbb1d7 rma_v17.h) keeps v16's slots, adds
+//! `volatile uint32_t* abortFlag` as connect's last argument and replaces the
+//! config's rankStride with a peer array. v13, v14 and v15 are 168 bytes with
+//! the same slot offsets; v16 and v17 are 176 bytes. Offsets below are the ones
+//! computed from the C headers on x86-64 (LP64).
 
 use super::nccl::NcclResult;
 use std::ffi::{c_int, c_void};
@@ -37,7 +39,24 @@ c_int_struct! {
     NcclRmaConfig { n_contexts, traffic_class, rank_stride }
 }
 
-/// ncclRmaProperties_v16_t.
+/// ncclRmaConfig_v17_t: nContexts, trafficClass, then the peers (ranks of
+/// connect()) this rank connects to, instead of rankStride.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct NcclRmaConfigV17 {
+    pub n_contexts: c_int,
+    pub traffic_class: c_int,
+    pub peer_array: *mut c_int,
+    pub peer_array_count: c_int,
+}
+
+impl Default for NcclRmaConfigV17 {
+    fn default() -> Self {
+        NcclRmaConfigV17 { n_contexts: 0, traffic_class: 0, peer_array: std::ptr::null_mut(), peer_array_count: 0 }
+    }
+}
+
+/// ncclRmaProperties_v16_t (v17 uses it as is).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NcclRmaProperties {
@@ -55,6 +74,11 @@ pub use super::gin::{RegMrSymDmaBufFn as RegMrSymDmaBufV13Fn, RegMrSymFn as RegM
 create_context_fn!(CreateContextV13Fn, NcclGinConfigV13, dev_handle);
 // v14 and later: no device handle, no ginHandle.
 create_context_fn!(CreateContextFn, NcclRmaConfig);
+create_context_fn!(CreateContextV17Fn, NcclRmaConfigV17);
+
+// v17's connect: the GIN connect plus RCCL's abort flag (comm->abortFlag),
+// which a connection setup in progress must watch.
+connect_fn!(ConnectV17Fn, abort_flag: *const u32);
 reg_fns!(RegMrSymFn, RegMrSymDmaBufFn, (mhandle));
 
 pub type GetRmaPropertiesFn = unsafe extern "C" fn(coll_comm: *mut c_void, props: *mut NcclRmaProperties) -> NcclResult;
@@ -100,10 +124,16 @@ data_path_fns!(IputV13Fn, IputSignalV13Fn, IgetV13Fn, strong: [], flags: []);
 macro_rules! rma_vtable {
     ($(#[$doc:meta])* $name:ident [$($prop:ident: $prop_ty:ty)?], $cc:ty, $reg:ty, $reg_dmabuf:ty,
      $iput:ty, $iput_signal:ty, $iget:ty, $progress:ident) => {
+        rma_vtable!($(#[$doc])* $name [$($prop: $prop_ty)?], ConnectFn, $cc, $reg, $reg_dmabuf,
+            $iput, $iput_signal, $iget, $progress);
+    };
+    ($(#[$doc:meta])* $name:ident [$($prop:ident: $prop_ty:ty)?], $conn:ty, $cc:ty, $reg:ty, $reg_dmabuf:ty,
+     $iput:ty, $iput_signal:ty, $iget:ty, $progress:ident) => {
         plugin_vtable! {
             $(#[$doc])*
             $name {
                 properties: [$($prop: $prop_ty)?],
+                connect: $conn,
                 create_context: $cc,
                 reg_mr_sym: $reg,
                 reg_mr_sym_dma_buf: $reg_dmabuf,
@@ -113,10 +143,17 @@ macro_rules! rma_vtable {
     };
 }
 
-// What each version changes (rma_v13.h .. rma_v16.h): the property slot
-// v16 inserts after devices, createContext and registration (v13's device
-// handle and ginHandle), iput/iputSignal/iget (isStrongSignal, optFlags),
-// and the progress slot's name.
+// What each version changes (rma_v13.h .. rma_v17.h): the property slot
+// v16 inserts after devices, v17's connect (abortFlag), createContext and
+// registration (v13's device handle and ginHandle, v17's peer array),
+// iput/iputSignal/iget (isStrongSignal, optFlags), and the progress slot's
+// name.
+rma_vtable!(
+    /// ncclRma_v17_t: v16's slots; connect takes abortFlag, createContext
+    /// ncclRmaConfig_v17_t.
+    NcclRmaV17 [get_rma_properties: GetRmaPropertiesFn], ConnectV17Fn, CreateContextV17Fn, RegMrSymFn,
+    RegMrSymDmaBufFn, IputFn, IputSignalFn, IgetFn, rma_progress
+);
 rma_vtable!(
     /// ncclRma_v16_t: v15 plus getRmaProperties at offset 24.
     NcclRmaV16 [get_rma_properties: GetRmaPropertiesFn], CreateContextFn, RegMrSymFn, RegMrSymDmaBufFn,
@@ -153,4 +190,8 @@ const _: () = {
     assert!(size_of::<NcclRmaV15>() == 168 && offset_of!(NcclRmaV15, rma_progress) == 144);
     assert!(size_of::<NcclRmaV16>() == 176 && offset_of!(NcclRmaV16, get_rma_properties) == 24);
     assert!(offset_of!(NcclRmaV16, iput) == 112 && offset_of!(NcclRmaV16, finalize) == 168);
+    assert!(size_of::<NcclRmaConfigV17>() == 24 && offset_of!(NcclRmaConfigV17, peer_array) == 8);
+    assert!(offset_of!(NcclRmaConfigV17, peer_array_count) == 16);
+    assert!(size_of::<NcclRmaV17>() == 176 && offset_of!(NcclRmaV17, connect) == 48);
+    assert!(offset_of!(NcclRmaV17, create_context) == 56 && offset_of!(NcclRmaV17, finalize) == 168);
 };

@@ -8,14 +8,14 @@
 //! sticky error record.
 
 use crate::session::comm::CollComm;
-use crate::session::mesh::QpMesh;
+use crate::session::mesh::{PeerSet, QpMesh};
 use crate::abi::{
-    rust_gin_context, rust_gin_error, rust_gin_handle, rust_gin_peer, RUST_GIN_DEVICE_ABI_VERSION,
-    RUST_GIN_HANDLE_MAGIC,
+    rust_gin_context, rust_gin_error, rust_gin_handle, rust_gin_mlx5_sq, rust_gin_mlx5_sq_state, rust_gin_peer,
+    RUST_GIN_DEVICE_ABI_VERSION, RUST_GIN_HANDLE_MAGIC,
 };
 use crate::device::DeviceError;
 use crate::error::{Error, Result};
-use crate::ffi::gin::NcclGinConfig;
+use crate::ffi::gin::{NcclGinConfig, NcclGinConfigV15};
 use crate::ffi::nccl::{NcclNetDeviceHandle, NCCL_NET_DEVICE_GIN_RUST};
 use crate::gpu::{GpuBuf, Object};
 use crate::mlx5::queue::log_depth_for;
@@ -45,42 +45,58 @@ impl Settings {
     /// Checks every field of RCCL's config; `default_depth` and `default_tc`
     /// apply where RCCL leaves queueDepth at 0 and trafficClass undefined (-1).
     pub fn from_config(c: &NcclGinConfig, default_depth: u32, default_tc: i32) -> Result<Settings> {
+        if c.rank_stride < 1 {
+            return Err(Error::InvalidArgument(format!("config.rankStride = {}: must be at least 1", c.rank_stride)));
+        }
+        let f = [c.n_signals, c.n_counters, c.n_contexts, c.queue_depth, c.traffic_class, c.backend_version];
+        Self::check(f, c.rank_stride as u32, default_depth, default_tc)
+    }
+
+    /// The fields of a v15 config but its peer array (checked where the
+    /// comm's size is known, [`PeerSet::from_raw`]);
+    /// `rank_stride` is then 1 and means nothing.
+    pub fn from_v15(c: &NcclGinConfigV15, default_depth: u32, default_tc: i32) -> Result<Settings> {
+        let f = [c.n_signals, c.n_counters, c.n_contexts, c.queue_depth, c.traffic_class, c.backend_version];
+        Self::check(f, 1, default_depth, default_tc)
+    }
+
+    /// nSignals, nCounters, nContexts, queueDepth, trafficClass and
+    /// backendVersion, in that order.
+    fn check(f: [i32; 6], rank_stride: u32, default_depth: u32, default_tc: i32) -> Result<Settings> {
+        let [n_signals, n_counters, n_contexts, queue_depth, traffic_class, backend_version] = f;
         let bad = |f: &str, v: i32, want: &str| Err(Error::InvalidArgument(format!("config.{f} = {v}: {want}")));
-        if c.n_signals < 0 || c.n_signals > MAX_SIGNALS {
-            return bad("nSignals", c.n_signals, &format!("must be in [0, {MAX_SIGNALS}]"));
+        if !(0..=MAX_SIGNALS).contains(&n_signals) {
+            return bad("nSignals", n_signals, &format!("must be in [0, {MAX_SIGNALS}]"));
         }
-        if c.n_counters < 0 || c.n_counters > MAX_SIGNALS {
-            return bad("nCounters", c.n_counters, &format!("must be in [0, {MAX_SIGNALS}]"));
+        if !(0..=MAX_SIGNALS).contains(&n_counters) {
+            return bad("nCounters", n_counters, &format!("must be in [0, {MAX_SIGNALS}]"));
         }
-        if c.n_contexts < 1 || c.n_contexts > MAX_CONTEXTS {
-            return bad("nContexts", c.n_contexts, &format!("must be in [1, {MAX_CONTEXTS}]"));
+        if !(1..=MAX_CONTEXTS).contains(&n_contexts) {
+            return bad("nContexts", n_contexts, &format!("must be in [1, {MAX_CONTEXTS}]"));
         }
-        if c.queue_depth < 0 || c.queue_depth > 32768 {
-            return bad("queueDepth", c.queue_depth, "must be 0 (default) or in [1, 32768]");
+        if !(0..=32768).contains(&queue_depth) {
+            return bad("queueDepth", queue_depth, "must be 0 (default) or in [1, 32768]");
         }
-        if c.traffic_class < -1 || c.traffic_class > 255 {
-            return bad("trafficClass", c.traffic_class, "must be -1 (undefined) or in [0, 255]");
+        if !(-1..=255).contains(&traffic_class) {
+            return bad("trafficClass", traffic_class, "must be -1 (undefined) or in [0, 255]");
         }
-        if !BACKEND_VERSIONS.contains(&c.backend_version) {
+        if !BACKEND_VERSIONS.contains(&backend_version) {
             return bad(
                 "backendVersion",
-                c.backend_version,
+                backend_version,
                 &format!("not in rust-gin's version list {BACKEND_VERSIONS:?}"),
             );
         }
-        if c.rank_stride < 1 {
-            return bad("rankStride", c.rank_stride, "must be at least 1");
-        }
-        let depth = if c.queue_depth == 0 { default_depth } else { c.queue_depth as u32 };
-        let tc = if c.traffic_class < 0 { default_tc } else { c.traffic_class };
+        let depth = if queue_depth == 0 { default_depth } else { queue_depth as u32 };
+        let tc = if traffic_class < 0 { default_tc } else { traffic_class };
         Ok(Settings {
-            n_signals: c.n_signals as u32,
-            n_counters: c.n_counters as u32,
-            n_contexts: c.n_contexts as u32,
+            n_signals: n_signals as u32,
+            n_counters: n_counters as u32,
+            n_contexts: n_contexts as u32,
             log_depth: log_depth_for(depth),
             traffic_class: tc as u8,
-            backend_version: c.backend_version,
-            rank_stride: c.rank_stride as u32,
+            backend_version,
+            rank_stride,
         })
     }
 }
@@ -89,6 +105,11 @@ pub struct GinContext {
     pub coll: Arc<CollComm>,
     pub settings: Settings,
     qps: Vec<Box<dyn QueuePair>>,
+    /// The connected ranks (all, or createContext's v15 peer array).
+    peers: PeerSet,
+    /// The shared state of the closed queues of ranks not connected (None
+    /// when every rank is).
+    _closed: Option<GpuBuf>,
     _regions: Vec<Box<dyn MemoryRegion>>,
     handle: GpuBuf,
     _contexts: GpuBuf,
@@ -118,8 +139,49 @@ fn u64s(n: u32) -> usize {
     (n.max(1) as usize) * 8
 }
 
+/// The closed queue of a rank a v15 context set does not connect to (not in
+/// its peer array). The device library has no "not connected" state in a
+/// peer's descriptor, so this one is built to make every post to it fail at
+/// once, before any WQE is written, while a flush passes over it:
+/// - the state's `resv` starts at the ring's depth with `done` at 0, so the
+///   first reservation already needs credit that never comes;
+/// - `poll_lock` is held for good, so no poller reads its (absent) CQ, and
+///   `ready == rung`, so nothing rings its (absent) doorbell;
+/// - a 1 ns bound ends the credit wait at once: the device records a timeout
+///   naming the rank and QP 0 in the context's error record and marks the
+///   queue failed (queryLastError then says the rank is not connected);
+/// - `ready` 0 and no flush lkey: a flush finds nothing to wait for.
+///
+/// No ring, CQ, doorbell record or UAR exists behind it (addresses 0). All
+/// closed queues of a context set share one state; after one failed post
+/// the set is in error, and later flushes report it.
+fn closed_queue(peer: u32, state: u64, error: u64) -> rust_gin_mlx5_sq {
+    rust_gin_mlx5_sq {
+        state,
+        error,
+        qpn: 0,
+        log_wqe_cnt: CLOSED_LOG_DEPTH,
+        log_cq_cnt: 0,
+        peer,
+        log_signal_period: CLOSED_LOG_DEPTH,
+        timeout_ns: 1,
+        ..Default::default()
+    }
+}
+
+/// The depth (log2) a closed queue claims: room for no batch of its size.
+const CLOSED_LOG_DEPTH: u32 = 2;
+
 impl GinContext {
+    /// A context set connected to every rank (GIN v14).
     pub fn create(coll: Arc<CollComm>, settings: Settings) -> Result<GinContext> {
+        let all = PeerSet::all(coll.nranks);
+        Self::create_for(coll, settings, all)
+    }
+
+    /// A context set whose queue pairs go to the ranks of `peers` only (GIN
+    /// v15's peer array); the others get a closed queue ([`closed_queue`]).
+    pub fn create_for(coll: Arc<CollComm>, settings: Settings, peers: PeerSet) -> Result<GinContext> {
         coll.instance.check_alive()?;
         let _one_at_a_time = coll.collective.lock().unwrap_or_else(|e| e.into_inner());
         let cfg = &coll.instance.config;
@@ -145,20 +207,35 @@ impl GinContext {
         let mut sig = Vec::with_capacity(12);
         sig.extend_from_slice(&signals_mr.addr().to_le_bytes());
         sig.extend_from_slice(&signals_mr.rkey().to_le_bytes());
-        let mesh = QpMesh::build(&coll, nctx, settings.log_depth, settings.traffic_class, cfg.rings_in_device_memory, &sig)?;
+        let mesh =
+            QpMesh::build(&coll, nctx, settings.log_depth, settings.traffic_class, cfg.rings_in_device_memory, &sig, peers)?;
         let mut remote_signals = Vec::with_capacity(nranks as usize);
         for m in &mesh.extras {
-            let base = u64::from_le_bytes(m[0..8].try_into().expect("8"));
-            let rkey = u32::from_le_bytes(m[8..12].try_into().expect("4"));
+            // Empty for a rank not connected: its signals are never addressed.
+            let base = m.get(0..8).map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8")));
+            let rkey = m.get(8..12).map_or(0, |b| u32::from_le_bytes(b.try_into().expect("4")));
             remote_signals.push((base, rkey));
         }
+        let connected = mesh.peers;
+        let npeers = connected.len() as u32;
         let qps = mesh.qps;
-        let qp = |c: u32, p: u32| &qps[(c * nranks + p) as usize];
+        let qp = |c: u32, s: u32| &qps[(c * npeers + s) as usize];
+        let closed = if connected.is_all() {
+            None
+        } else {
+            let st = alloc.alloc(std::mem::size_of::<rust_gin_mlx5_sq_state>(), 64, Object::QueueState)?;
+            st.write_pod(
+                0,
+                &rust_gin_mlx5_sq_state { resv: 1 << CLOSED_LOG_DEPTH, poll_lock: 1, ..Default::default() },
+            );
+            Some(st)
+        };
         // Per queue, one u32 per WQEBB naming the counter of the put whose
         // last WQE sits there; per context, a bit per peer with counted puts
         // outstanding (abi/mlx5_queue.h, abi/gin.h).
         let log_bytes = |q: &dyn QueuePair| 4usize << q.memory().log_wqe_cnt;
-        let counter_log = alloc.alloc(qps.iter().map(|q| log_bytes(q.as_ref())).sum(), 64, Object::CounterLog)?;
+        let counter_log =
+            alloc.alloc(qps.iter().map(|q| log_bytes(q.as_ref())).sum::<usize>().max(64), 64, Object::CounterLog)?;
         let bitmap_words = (nranks as usize).div_ceil(64);
         let counted_peers = alloc.alloc(8 * bitmap_words * nctx as usize, 64, Object::CountedPeers)?;
         let mut log_at = Vec::with_capacity(qps.len());
@@ -174,14 +251,19 @@ impl GinContext {
         for c in 0..nctx {
             for p in 0..nranks {
                 let (base, rkey) = remote_signals[p as usize];
-                let d = rust_gin_peer {
-                    sq: qp(c, p)
+                let sq = match (connected.slot(p), &closed) {
+                    (Some(s), _) => qp(c, s)
                         .descriptor(p, error.dev_addr(), timeout_ns)
                         .with_read_flush(sink.dev_addr() + crate::mlx5::queue::SINK_FLUSH_BYTE, sink_mr.lkey())
                         .with_counters(
-                            log_at[(c * nranks + p) as usize],
+                            log_at[(c * npeers + s) as usize],
                             counters.dev_addr() + (c as usize * u64s(settings.n_counters)) as u64,
                         ),
+                    (None, Some(st)) => closed_queue(p, st.dev_addr(), error.dev_addr()),
+                    (None, None) => return Err(Error::Internal(format!("rank {p} has neither a queue nor a closed one"))),
+                };
+                let d = rust_gin_peer {
+                    sq,
                     signal_raddr: base + 8 * (c as u64) * settings.n_signals.max(1) as u64,
                     signal_rkey: rkey,
                     reserved: 0,
@@ -228,6 +310,8 @@ impl GinContext {
             coll: coll.clone(),
             settings,
             qps,
+            peers: connected,
+            _closed: closed,
             _regions: vec![signals_mr, sink_mr],
             handle,
             _contexts: contexts,
@@ -247,6 +331,11 @@ impl GinContext {
 
     pub fn queue_pairs(&self) -> usize {
         self.qps.len()
+    }
+
+    /// The ranks this context set connects to.
+    pub fn peers(&self) -> &PeerSet {
+        &self.peers
     }
 
     /// The device handle's address (what kernels get).

@@ -8,12 +8,13 @@ use super::window::{Source, Window};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::ffi::boundary::{guard, out};
-use crate::ffi::gin::{NcclGinConfig, NcclGinProperties, NcclGinV14};
+use crate::ffi::gin::{NcclGinConfig, NcclGinConfigV15, NcclGinProperties, NcclGinV14, NcclGinV15};
 use crate::ffi::plugin_vtable_value;
 use crate::ffi::nccl::*;
 use crate::provider::Provider;
 use crate::session::registry::{Kind, Registry};
-use crate::session::{Offload, Plugin, Sessions};
+use crate::session::mesh::{built_line, PeerSet};
+use crate::session::{CollComm, Offload, Plugin, Sessions};
 use crate::{bad_arg, info_line};
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
@@ -24,14 +25,16 @@ pub(crate) static CONTEXTS: Registry<GinContext> = Registry::new(Kind::Context);
 pub(crate) static WINDOWS: Registry<Window> = Registry::new(Kind::Memory);
 
 /// Whether RCCL asked for this backend: as RCCL's rocSHMEM backend (type 6)
-/// does, rust-gin is chosen only when NCCL_GIN_TYPE names its type (8).
+/// does, rust-gin is chosen only when NCCL_GIN_TYPE names its type (8, or
+/// the build's RUST_GIN_TYPE).
 pub fn check_selected(nccl_gin_type: Option<&str>) -> Result<()> {
+    let ours = NCCL_NET_DEVICE_GIN_RUST;
     match nccl_gin_type.map(str::trim) {
-        Some(v) if v == NCCL_NET_DEVICE_GIN_RUST.to_string() => Ok(()),
+        Some(v) if v == ours.to_string() => Ok(()),
         other => {
             let shown = other.map(|v| format!("NCCL_GIN_TYPE={v}")).unwrap_or_else(|| "NCCL_GIN_TYPE unset".into());
-            info_line!(INIT, "not selected ({shown}); set NCCL_GIN_TYPE=8 to use rust-gin");
-            Err(Error::InvalidUsage(format!("rust-gin is selected only with NCCL_GIN_TYPE=8 ({shown})")))
+            info_line!(INIT, "not selected ({shown}); set NCCL_GIN_TYPE={ours} to use rust-gin");
+            Err(Error::InvalidUsage(format!("rust-gin is selected only with NCCL_GIN_TYPE={ours} ({shown})")))
         }
     }
 }
@@ -78,40 +81,75 @@ unsafe extern "C" fn create_context(
     gin_ctx: *mut *mut c_void,
     dev_handle: *mut *mut NcclNetDeviceHandle,
 ) -> NcclResult {
-    guard("createContext", || {
-        let gc = out(gin_ctx, "ginCtx")?;
-        let dh = out(dev_handle, "devHandle")?;
-        *gc = std::ptr::null_mut();
-        *dh = std::ptr::null_mut();
-        let coll = SESSIONS.coll(coll_comm)?;
-        // SAFETY: RCCL passes a valid config or NULL.
-        let cfg = unsafe { config.as_ref() }.ok_or_else(|| bad_arg!("config is NULL"))?;
+    guarded_create(coll_comm, config, gin_ctx, dev_handle, |cfg, coll| {
         let ic = &coll.instance.config;
         let s = Settings::from_config(cfg, ic.queue_depth, ic.traffic_class)?;
-        let ctx = GinContext::create(coll.clone(), s)?;
-        let info = coll.nic.info();
-        info_line!(
-            INIT,
-            "provider {:?}, NIC {}: rank {} built {} QPs to {} peers ({} context(s), depth {}, traffic class {}), \
-             {} signals, {} counters, backend version {}, rank stride {}",
-            coll.instance.provider.kind(),
-            info.name,
-            coll.rank,
-            ctx.queue_pairs(),
-            coll.nranks,
-            s.n_contexts,
-            1u32 << s.log_depth,
-            s.traffic_class,
-            s.n_signals,
-            s.n_counters,
-            s.backend_version,
-            s.rank_stride
-        );
-        let ctx = Arc::new(ctx);
-        *dh = &*ctx.dev_handle as *const NcclNetDeviceHandle as *mut NcclNetDeviceHandle;
-        *gc = CONTEXTS.insert(ctx);
-        Ok(())
+        Ok((s, PeerSet::all(coll.nranks), format!("rank stride {}", s.rank_stride)))
     })
+}
+
+/// GIN v15 (NCCL 2.32): the config carries the peers to connect instead of a
+/// rank stride; queue pairs go to those ranks only.
+unsafe extern "C" fn create_context_v15(
+    coll_comm: *mut c_void,
+    config: *mut NcclGinConfigV15,
+    gin_ctx: *mut *mut c_void,
+    dev_handle: *mut *mut NcclNetDeviceHandle,
+) -> NcclResult {
+    guarded_create(coll_comm, config, gin_ctx, dev_handle, |cfg, coll| {
+        let ic = &coll.instance.config;
+        let s = Settings::from_v15(cfg, ic.queue_depth, ic.traffic_class)?;
+        // SAFETY: RCCL's peer array of peerArrayCount ints, alive for the call.
+        let peers = unsafe { PeerSet::from_raw(coll.nranks, cfg.peer_array, cfg.peer_array_count, "config")? };
+        let scope = format!("peer array of {}", peers.len());
+        Ok((s, peers, scope))
+    })
+}
+
+/// createContext of either version in the boundary guard: the config (NULL
+/// refused) read by `settings` into the settings, the peers to connect and
+/// how they were given.
+fn guarded_create<C>(
+    coll_comm: *mut c_void,
+    config: *mut C,
+    gin_ctx: *mut *mut c_void,
+    dev_handle: *mut *mut NcclNetDeviceHandle,
+    settings: impl FnOnce(&C, &CollComm) -> Result<(Settings, PeerSet, String)>,
+) -> NcclResult {
+    guard("createContext", || {
+        // SAFETY: RCCL passes a valid config or NULL.
+        let cfg = unsafe { config.as_ref() }.ok_or_else(|| bad_arg!("config is NULL"));
+        new_context(coll_comm, gin_ctx, dev_handle, |coll| settings(cfg?, coll))
+    })
+}
+
+/// createContext of either version once `settings` (from the config: the
+/// settings, the peers to connect and how they were given) are known.
+fn new_context(
+    coll_comm: *mut c_void,
+    gin_ctx: *mut *mut c_void,
+    dev_handle: *mut *mut NcclNetDeviceHandle,
+    settings: impl FnOnce(&CollComm) -> Result<(Settings, PeerSet, String)>,
+) -> Result<()> {
+    let gc = out(gin_ctx, "ginCtx")?;
+    let dh = out(dev_handle, "devHandle")?;
+    *gc = std::ptr::null_mut();
+    *dh = std::ptr::null_mut();
+    let coll = SESSIONS.coll(coll_comm)?;
+    let (s, peers, scope) = settings(&coll)?;
+    let ctx = GinContext::create_for(coll.clone(), s, peers)?;
+    let built = built_line(&coll, ctx.queue_pairs(), ctx.peers(), s.n_contexts, s.log_depth, s.traffic_class);
+    info_line!(
+        INIT,
+        "{built}), {} signals, {} counters, backend version {}, {scope}",
+        s.n_signals,
+        s.n_counters,
+        s.backend_version,
+    );
+    let ctx = Arc::new(ctx);
+    *dh = &*ctx.dev_handle as *const NcclNetDeviceHandle as *mut NcclNetDeviceHandle;
+    *gc = CONTEXTS.insert(ctx);
+    Ok(())
 }
 
 fn reg(coll_comm: *mut c_void, data: *mut c_void, size: usize, type_: c_int, src: Source, mhandle: *mut *mut c_void, gin_handle: *mut *mut c_void) -> Result<()> {
@@ -230,7 +268,16 @@ unsafe extern "C" fn query_last_error(gin_ctx: *mut c_void, has_error: *mut bool
         if let Some((e, newly)) = ctx.last_error() {
             *he = true;
             if newly {
-                crate::warn_line!("rank {}: device-side error: {e}", ctx.coll.rank);
+                // A post to a rank outside a v15 peer array fails on its
+                // closed queue (context.rs, closed_queue): say so.
+                let why = match ctx.peers().slot(e.peer) {
+                    None if e.peer < ctx.coll.nranks => format!(
+                        " (rank {} is not connected: createContext's peerArray does not list it)",
+                        e.peer
+                    ),
+                    _ => String::new(),
+                };
+                crate::warn_line!("rank {}: device-side error: {e}{why}", ctx.coll.rank);
             }
         }
         Ok(())
@@ -243,6 +290,20 @@ unsafe extern "C" fn query_last_error(gin_ctx: *mut c_void, has_error: *mut bool
 pub static ncclGinRustPlugin_v14: NcclGinV14 = plugin_vtable_value!(NcclGinV14, Gin, c"rust-gin", {
     get_gin_properties: get_gin_properties,
     create_context: create_context,
+    reg_mr_sym: reg_mr_sym,
+    reg_mr_sym_dma_buf: reg_mr_sym_dma_buf,
+    gin_progress: gin_progress,
+});
+
+/// The GIN v15 vtable, for an RCCL that syncs NCCL 2.32 (NVIDIA/nccl's
+/// src/plugin/gin.cc tries v15, 14, 13 since gin_v15.h, @7217a581): v14's
+/// callbacks but createContext, which takes a peer array. The pinned RCCL
+/// does not load it: patch 0003 registers ncclGinRustPlugin_v14.
+#[no_mangle]
+#[used]
+pub static ncclGinRustPlugin_v15: NcclGinV15 = plugin_vtable_value!(NcclGinV15, Gin, c"rust-gin", {
+    get_gin_properties: get_gin_properties,
+    create_context: create_context_v15,
     reg_mr_sym: reg_mr_sym,
     reg_mr_sym_dma_buf: reg_mr_sym_dma_buf,
     gin_progress: gin_progress,

@@ -25,7 +25,7 @@ use crate::mlx5::sq::SendQueue;
 use crate::mlx5::wire::opcode;
 use crate::provider::{Access, MemoryRegion, QueuePair};
 use crate::session::comm::CollComm;
-use crate::session::mesh::QpMesh;
+use crate::session::mesh::{PeerSet, QpMesh};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -157,6 +157,8 @@ pub struct RmaContext {
     pub coll: Arc<CollComm>,
     pub settings: RmaSettings,
     queues: Vec<Queue>,
+    /// The connected ranks; queues are indexed `context * peers.len() + slot`.
+    peers: PeerSet,
     _sink_mr: Box<dyn MemoryRegion>,
     /// Where fetch-and-adds put the old value (nobody reads it).
     sink: GpuBuf,
@@ -180,8 +182,9 @@ unsafe impl Send for RmaContext {}
 unsafe impl Sync for RmaContext {}
 
 impl RmaContext {
-    /// Builds the queue pairs to every peer and connects them (collective).
-    pub fn create(coll: Arc<CollComm>, settings: RmaSettings) -> Result<RmaContext> {
+    /// Builds the queue pairs to the peers of `peers` (every rank, or the
+    /// v17 peer array) and connects them (collective).
+    pub fn create(coll: Arc<CollComm>, settings: RmaSettings, peers: PeerSet) -> Result<RmaContext> {
         coll.instance.check_alive()?;
         let _one_at_a_time = coll.collective.lock().unwrap_or_else(|e| e.into_inner());
         let cfg = &coll.instance.config;
@@ -196,12 +199,14 @@ impl RmaContext {
             settings.traffic_class,
             cfg.rings_in_device_memory,
             &[],
+            peers,
         )?;
-        let nranks = coll.nranks;
+        let peers = mesh.peers;
+        let npeers = peers.len() as u32;
         let timeout_ns = cfg.timeout_ns();
         let mut queues = Vec::with_capacity(mesh.qps.len());
         for (i, qp) in mesh.qps.into_iter().enumerate() {
-            let (context, peer) = (i as u32 / nranks, i as u32 % nranks);
+            let (context, peer) = (i as u32 / npeers, peers.ranks()[i % npeers as usize]);
             let error = crate::mlx5::sq::new_error_record(&*alloc)?;
             error.write_pod(0, &rust_gin_error::default());
             let desc = qp
@@ -232,6 +237,7 @@ impl RmaContext {
             coll: coll.clone(),
             settings,
             queues,
+            peers,
             _sink_mr: sink_mr,
             sink,
             pending: Mutex::new(Vec::new()),
@@ -247,8 +253,19 @@ impl RmaContext {
         self.queues.len()
     }
 
+    /// The queue of (context, peer); None when out of range or `peer` is not
+    /// connected (not in the v17 peer array).
     pub fn queue(&self, context: u32, peer: u32) -> Option<&Queue> {
-        self.queues.get((context * self.coll.nranks + peer) as usize)
+        let slot = self.peers.slot(peer)?;
+        if context >= self.settings.n_contexts {
+            return None;
+        }
+        self.queues.get((context * self.peers.len() as u32 + slot) as usize)
+    }
+
+    /// The ranks this context set connects to.
+    pub fn peers(&self) -> &PeerSet {
+        &self.peers
     }
 
     /// The queue of (context, rank), or an error naming what is out of range.
@@ -260,7 +277,12 @@ impl RmaContext {
         if rank >= self.coll.nranks {
             return Err(Error::InvalidArgument(format!("rank {rank} out of range [0, {})", self.coll.nranks)));
         }
-        Ok((context as u32 * self.coll.nranks + rank) as usize)
+        let slot = self.peers.slot(rank).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "rank {rank} is not connected in this context set (createContext's peerArray does not list it)"
+            ))
+        })?;
+        Ok((context as u32 * self.peers.len() as u32 + slot) as usize)
     }
 
     /// The 8-byte sink fetch-and-adds return into: (address, lkey).

@@ -4,7 +4,7 @@
 //! `librccl-rma-rust.so` and selected with `NCCL_RMA_PLUGIN=rust`
 //! (docs/rma-plugin.md).
 //!
-//! - [`vtable`]: the exported `ncclRmaPlugin_v16`, `_v15`, `_v14` and `_v13`,
+//! - [`vtable`]: the exported `ncclRmaPlugin_v17`, `_v16`, `_v15`, `_v14` and `_v13`,
 //!   each in its own layout ([`crate::ffi::rma`]), all on one implementation;
 //! - [`plugin`]: that implementation, one function per callback;
 //! - [`context`]: queue pairs per (context, peer), posting through the device
@@ -22,7 +22,7 @@ pub mod memory;
 pub mod plugin;
 pub mod vtable;
 
-pub use vtable::{ncclRmaPlugin_v13, ncclRmaPlugin_v14, ncclRmaPlugin_v15, ncclRmaPlugin_v16};
+pub use vtable::{ncclRmaPlugin_v13, ncclRmaPlugin_v14, ncclRmaPlugin_v15, ncclRmaPlugin_v16, ncclRmaPlugin_v17};
 
 /// The smallest queue depth (WQEBBs) of an RMA queue pair: RCCL's proxy keeps
 /// up to NCCL_NET_MAX_REQUESTS * maxRecvs requests in flight per peer and

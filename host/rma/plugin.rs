@@ -14,6 +14,7 @@ use crate::ffi::rma::*;
 use crate::gin::window::{Source, Window};
 use crate::mlx5::wire::opcode;
 use crate::provider::{MemoryMode, Provider};
+use crate::session::mesh::{built_line, PeerSet};
 use crate::session::registry::{Kind, Registry};
 use crate::session::{Offload, Plugin, Sessions};
 use crate::{bad_arg, bad_usage, info_line};
@@ -101,21 +102,19 @@ pub(crate) fn create_context(coll_comm: *mut c_void, cfg: RawConfig, rma_ctx: *m
         ic.queue_depth,
         ic.traffic_class,
     )?;
-    let ctx = Arc::new(RmaContext::create(coll.clone(), s)?);
-    info_line!(
-        INIT,
-        "RMA plugin: provider {:?}, NIC {}: rank {} built {} QPs to {} ranks ({} context(s), depth {}, traffic class {}, \
-         rank stride {})",
-        coll.instance.provider.kind(),
-        coll.nic.info().name,
-        coll.rank,
-        ctx.queue_pairs(),
-        coll.nranks,
-        s.n_contexts,
-        1u32 << s.log_depth,
-        s.traffic_class,
-        s.rank_stride
-    );
+    let (peers, scope) = match cfg.peer_array {
+        None => (PeerSet::all(coll.nranks), format!("rank stride {}", s.rank_stride)),
+        Some((array, count)) => {
+            // SAFETY: RCCL's peer array of `count` ints (checked against NULL
+            // and the comm's size first), alive for the call.
+            let p = unsafe { PeerSet::from_raw(coll.nranks, array, count, "config")? };
+            let n = p.len();
+            (p, format!("peer array of {n}"))
+        }
+    };
+    let ctx = Arc::new(RmaContext::create(coll.clone(), s, peers)?);
+    let built = built_line(&coll, ctx.queue_pairs(), ctx.peers(), s.n_contexts, s.log_depth, s.traffic_class);
+    info_line!(INIT, "RMA plugin: {built}, {scope})");
     *rc = CONTEXTS.insert(ctx.clone());
     Ok(ctx)
 }
@@ -127,6 +126,8 @@ pub struct RawConfig {
     pub traffic_class: c_int,
     pub rank_stride: c_int,
     pub queue_depth: c_int,
+    /// v17: the peer array and its count (rank_stride is then 1, unused).
+    pub peer_array: Option<(*const c_int, c_int)>,
 }
 
 impl RawConfig {
@@ -138,6 +139,20 @@ impl RawConfig {
             traffic_class: c.traffic_class,
             rank_stride: c.rank_stride,
             queue_depth: 0,
+            peer_array: None,
+        })
+    }
+
+    /// v17: nContexts, trafficClass and the peer array.
+    pub(crate) fn from_v17(c: *mut NcclRmaConfigV17) -> Result<RawConfig> {
+        // SAFETY: RCCL passes a valid config or NULL.
+        let c = unsafe { c.as_ref() }.ok_or_else(|| bad_arg!("config is NULL"))?;
+        Ok(RawConfig {
+            n_contexts: c.n_contexts,
+            traffic_class: c.traffic_class,
+            rank_stride: 1,
+            queue_depth: 0,
+            peer_array: Some((c.peer_array as *const c_int, c.peer_array_count)),
         })
     }
 
@@ -159,6 +174,7 @@ impl RawConfig {
             traffic_class: c.traffic_class,
             rank_stride: 1,
             queue_depth: c.queue_depth,
+            peer_array: None,
         })
     }
 }

@@ -1,4 +1,4 @@
-//! The exported vtables `ncclRmaPlugin_v16`, `_v15`, `_v14` and `_v13`, each
+//! The exported vtables `ncclRmaPlugin_v17`, `_v16`, `_v15`, `_v14` and `_v13`, each
 //! in its own layout, and the C functions behind them: every one runs in the
 //! boundary guard (error -> ncclResult_t + WARN line, panic -> internal
 //! error) and calls the one implementation in [`super::plugin`]. The slots
@@ -66,6 +66,19 @@ unsafe extern "C" fn create_context(
     guard("createContext", || {
         *out(rma_ctx, "rmaCtx")? = std::ptr::null_mut();
         p::create_context(coll_comm, p::RawConfig::from_v14(config)?, rma_ctx).map(drop)
+    })
+}
+
+/// v17: the config names the peers to connect (a peer array) instead of a
+/// rank stride; nContexts and trafficClass are checked as before.
+unsafe extern "C" fn create_context_v17(
+    coll_comm: *mut c_void,
+    config: *mut NcclRmaConfigV17,
+    rma_ctx: *mut *mut c_void,
+) -> NcclResult {
+    guard("createContext", || {
+        *out(rma_ctx, "rmaCtx")? = std::ptr::null_mut();
+        p::create_context(coll_comm, p::RawConfig::from_v17(config)?, rma_ctx).map(drop)
     })
 }
 
@@ -176,6 +189,18 @@ macro_rules! rma_vtable_value {
         plugin_vtable_value!($ty, Rma, NAME, { iflush: iflush, test: test, $($slot: $f),* })
     };
 }
+
+/// What NCCL 2.32 loads first (NVIDIA/nccl src/plugin/rma.cc tries 17, 16,
+/// 15, 14, 13 since rma_v17.h): v16's slots, connect with RCCL's abort flag,
+/// createContext with a peer array. No RCCL release loads it yet.
+#[no_mangle]
+#[used]
+pub static ncclRmaPlugin_v17: NcclRmaV17 = plugin_vtable_value!(NcclRmaV17, Rma, NAME,
+    connect: crate::session::thunks::connect_v17::<Rma>, {
+    iflush: iflush, test: test,
+    get_rma_properties: get_rma_properties, create_context: create_context_v17, reg_mr_sym: reg_mr_sym,
+    reg_mr_sym_dma_buf: reg_mr_sym_dma_buf, iput: iput, iput_signal: iput_signal, iget: iget, rma_progress: rma_progress,
+});
 
 /// What a newer RCCL loads first (rma_v16.h; RCCL's docs: v16, 15, 14, 13).
 #[no_mangle]

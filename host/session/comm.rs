@@ -152,8 +152,7 @@ pub const MAX_NRANKS: c_int = 1 << 24;
 /// and nranks, decodes every rank's handle and builds the collective comm.
 ///
 /// # Safety
-/// `handles` is NULL (refused) or points to `nranks` pointers, each NULL
-/// (refused) or to NCCL_NET_HANDLE_MAXSIZE readable bytes.
+/// As [`decode_handles`].
 pub unsafe fn connect_with(
     inst: &Instance,
     l: &ListenComm,
@@ -161,6 +160,28 @@ pub unsafe fn connect_with(
     nranks: c_int,
     rank: c_int,
 ) -> Result<CollComm> {
+    // SAFETY: the caller's contract.
+    let hs = unsafe { decode_handles(inst, handles, nranks, rank)? };
+    connected(inst, CollComm::connect(l, hs, rank as u32)?)
+}
+
+/// The INFO line of a finished connect().
+pub fn connected(inst: &Instance, c: CollComm) -> Result<CollComm> {
+    info_line!(NET, "rank {}/{} connected (provider {:?}, NIC {})", c.rank, c.nranks, inst.provider.kind(), c.nic.info().name);
+    Ok(c)
+}
+
+/// connect()'s checks of rank and nranks, and every rank's handle decoded.
+///
+/// # Safety
+/// `handles` is NULL (refused) or points to `nranks` pointers, each NULL
+/// (refused) or to NCCL_NET_HANDLE_MAXSIZE readable bytes.
+pub unsafe fn decode_handles(
+    inst: &Instance,
+    handles: *mut *mut c_void,
+    nranks: c_int,
+    rank: c_int,
+) -> Result<Vec<ListenHandle>> {
     inst.check_alive()?;
     if !(1..=MAX_NRANKS).contains(&nranks) {
         return Err(bad_arg!("nranks {nranks} out of range [1, {MAX_NRANKS}] (one queue pair per peer, 24-bit QP numbers)"));
@@ -184,9 +205,7 @@ pub unsafe fn connect_with(
         let b = unsafe { std::slice::from_raw_parts(p as *const u8, NCCL_NET_HANDLE_MAXSIZE) };
         hs.push(ListenHandle::decode(b, r, inst.provider.kind())?);
     }
-    let c = CollComm::connect(l, hs, rank as u32)?;
-    info_line!(NET, "rank {rank}/{nranks} connected (provider {:?}, NIC {})", inst.provider.kind(), c.nic.info().name);
-    Ok(c)
+    Ok(hs)
 }
 
 fn rand_u32() -> u32 {

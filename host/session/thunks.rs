@@ -5,7 +5,7 @@
 
 use super::{comm, properties, Offload, Sessions};
 use crate::config::Config;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::ffi::boundary::{guard, out};
 use crate::ffi::nccl::{NcclLogger, NcclNetProperties, NcclResult};
 use crate::provider::Provider;
@@ -82,6 +82,71 @@ pub unsafe extern "C" fn connect<P: Plugin>(
         // SAFETY: RCCL's array of nranks handle pointers, or NULL.
         let c = unsafe { comm::connect_with(&inst, &l, handles, nranks, rank)? };
         *cc = s.colls.insert(Arc::new(c));
+        Ok(())
+    })
+}
+
+/// RMA v17's connect: connect() that honours RCCL's abort flag
+/// (`comm->abortFlag`, NVIDIA/nccl rma_proxy.cc). The connection setup runs
+/// on a helper thread while the calling thread watches the flag: once it is
+/// set, connect returns ncclInternalError with a WARN line at once (the
+/// helper gives up by itself within RCCL_RUST_GIN_CONNECT_TIMEOUT_MS and
+/// drops what it built). A flag already set refuses to start. NULL means
+/// no flag (as in v13-v16).
+///
+/// # Safety
+/// Called by RCCL with its arguments: `handles` as connect()'s, `abort_flag`
+/// NULL or a u32 that outlives the call.
+pub unsafe extern "C" fn connect_v17<P: Plugin>(
+    ctx: *mut c_void,
+    handles: *mut *mut c_void,
+    nranks: c_int,
+    rank: c_int,
+    listen_comm: *mut c_void,
+    coll_comm: *mut *mut c_void,
+    abort_flag: *const u32,
+) -> NcclResult {
+    guard("connect", || {
+        let cc = out(coll_comm, "collComm")?;
+        *cc = std::ptr::null_mut();
+        // SAFETY: RCCL's abort flag (a u32 it may set from another thread)
+        // lives as long as its comm, which outlives this call; NULL is no
+        // flag. Read volatile, as RCCL declares it.
+        let aborted = || !abort_flag.is_null() && unsafe { std::ptr::read_volatile(abort_flag) } != 0;
+        let abort_err = |when: &str| {
+            Error::Internal(format!("abortFlag is set ({when}): connection setup of rank {rank}/{nranks} abandoned"))
+        };
+        if aborted() {
+            return Err(abort_err("before connection setup started"));
+        }
+        let s = P::sessions();
+        let inst = s.instances.get(ctx, "ctx")?;
+        let l = s.listens.get(listen_comm, "listenComm")?;
+        // SAFETY: RCCL's array of nranks handle pointers, or NULL.
+        let hs = unsafe { comm::decode_handles(&inst, handles, nranks, rank)? };
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("rust-gin-connect".into())
+            .spawn(move || {
+                let _ = tx.send(comm::CollComm::connect(&l, hs, rank as u32));
+            })
+            .map_err(|e| Error::System(format!("cannot start the connection-setup thread: {e}")))?;
+        let c = loop {
+            match rx.recv_timeout(std::time::Duration::from_millis(1)) {
+                Ok(r) => break r?,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) if aborted() => {
+                    return Err(abort_err("during connection setup"))
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(Error::Internal("the connection-setup thread ended without an answer".into()))
+                }
+            }
+        };
+        if aborted() {
+            return Err(abort_err("when connection setup finished"));
+        }
+        *cc = s.colls.insert(Arc::new(comm::connected(&inst, c)?));
         Ok(())
     })
 }
