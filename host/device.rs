@@ -85,6 +85,25 @@ pub fn wait_kind_name(kind: u8) -> &'static str {
     }
 }
 
+/// Which argument a device call refused (abi/error.h RUST_GIN_ARG_*).
+pub fn arg_name(arg: u8) -> &'static str {
+    use crate::abi as a;
+    match arg as u32 {
+        a::RUST_GIN_ARG_CONTEXT => "context index out of range",
+        a::RUST_GIN_ARG_PEER => "peer rank out of range",
+        a::RUST_GIN_ARG_WINDOW => "window not registered (null, unknown or deregistered)",
+        a::RUST_GIN_ARG_OFFSET => "offset + size past the end of the window",
+        a::RUST_GIN_ARG_SIGNAL => "signal id out of range, or a misaligned VA signal",
+        a::RUST_GIN_ARG_COUNTER => "counter id out of range",
+        a::RUST_GIN_ARG_SIZE => "size (putValue 1, 2, 4 or 8; flush cooperation size >= 1)",
+        a::RUST_GIN_ARG_SIGNAL_OP => "unknown signal kind or operation",
+        a::RUST_GIN_ARG_PEER_NOT_CONNECTED => {
+            "peer not connected (createContext's peerArray does not list it)"
+        }
+        _ => "an argument",
+    }
+}
+
 /// The sticky device-side error, decoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DeviceError {
@@ -147,8 +166,11 @@ impl std::fmt::Display for DeviceError {
             ),
             a::RUST_GIN_ERR_INVALID => write!(
                 f,
-                "invalid argument in a device call (peer {}, detail {}, {})",
-                self.peer, self.expected, self.observed
+                "invalid argument in a device call: {} (peer {}, value {}, limit {})",
+                arg_name(self.wait_kind),
+                self.peer,
+                self.observed,
+                self.expected
             ),
             c => write!(f, "device error code {c} (peer {}, QP {:#x})", self.peer, self.qpn),
         }?;

@@ -490,9 +490,10 @@ fn create_v15(coll: *mut c_void, cfg: &mut rccl_rust_gin::ffi::gin::NcclGinConfi
 /// at the requested stride from this rank, itself included: stride 2 on 4
 /// ranks connects 0 with 2 and 1 with 3. Each rank gets 2 contexts x 2 queue
 /// pairs (the INFO line says so), puts with signals to its listed peers
-/// (device operations, host build), flushes every context (the closed queues
-/// of the other ranks are passed over), and a put to an unlisted rank fails
-/// at once, recorded and reported by queryLastError as "not connected".
+/// (device operations, host build), flushes every context (the ranks not
+/// connected are passed over), and a put to an unlisted rank is refused at
+/// once as an invalid argument, recorded and reported by queryLastError as
+/// "not connected", while the context's queues stay usable.
 #[test]
 fn v15_connects_only_the_ranks_in_its_peer_array() {
     let p = plugin();
@@ -540,9 +541,16 @@ fn v15_connects_only_the_ranks_in_its_peer_array() {
                     unsafe {
                         let t = std::time::Instant::now();
                         let s = dev::rust_gin_put(h, 0, other, dst.gh, 0, src.gh, 0, 8, NO_SIGNAL, 0, 0, 0);
-                        assert_ne!(s, 0, "a put to unlisted rank {other} fails");
+                        assert_eq!(s as u32, RUST_GIN_ERR_INVALID, "a put to unlisted rank {other} is refused");
                         assert!(t.elapsed().as_secs() < 5, "at once, not after the context's timeout");
-                        assert_ne!(dev::rust_gin_flush(h, 0, 0, 1, std::ptr::null(), 0), 0, "the set is now in error");
+                        let mut req = std::mem::zeroed();
+                        let s = dev::rust_gin_flush_async(h, 0, other, &mut req);
+                        assert_eq!(s as u32, RUST_GIN_ERR_INVALID, "flushAsync of unlisted rank {other} is refused");
+                        assert_eq!(dev::rust_gin_flush(h, 0, 0, 1, std::ptr::null(), 0), 0, "the queues are unharmed");
+                        let back = peers.iter().find(|&&q| q as usize != rank).copied().unwrap_or(rank as i32) as u32;
+                        let s = dev::rust_gin_put(h, 0, back, dst.gh, (rank * 4096) as u64, src.gh, 0, 8, NO_SIGNAL, 0, 0, 0);
+                        assert_eq!(s, 0, "a listed rank still takes puts");
+                        assert_eq!(dev::rust_gin_flush(h, 0, 0, 1, std::ptr::null(), 0), 0);
                     }
                     let (q, has) = p.query_error(gctx);
                     assert_eq!((q, has), (OK, true), "queryLastError reports it");
@@ -567,7 +575,7 @@ fn v15_connects_only_the_ranks_in_its_peer_array() {
         );
         let other = (rank + 1) % n;
         let not = format!("rank {rank}: device-side error");
-        let why = format!("rank {other} is not connected: createContext's peerArray does not list it");
+        let why = format!("peer not connected (createContext's peerArray does not list it) (peer {other}");
         assert!(
             lines.iter().any(|l| l.starts_with(&format!("{} ", level::WARN)) && l.contains(&not) && l.contains(&why)),
             "no WARN line '{not} ... ({why})'; got {lines:?}"

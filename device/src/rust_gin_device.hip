@@ -80,7 +80,7 @@ RG_EXTERN_C RG_DEV int rust_gin_put(const void* handle, uint32_t context, uint32
   Ctx x;
   int s = resolve(handle, context, &x);
   if (s) return s;
-  if (peer >= x.h->nranks) return invalid(x.err, peer, RUST_GIN_ARG_PEER, peer, x.h->nranks);
+  if ((s = check_peer(x, peer))) return s;
   if (bytes) {
     if ((s = check_window(x, peer, dst_window, dst_off, bytes))) return s;
     if ((s = check_window(x, peer, src_window, src_off, bytes))) return s;
@@ -146,7 +146,7 @@ RG_EXTERN_C RG_DEV int rust_gin_put_value(const void* handle, uint32_t context, 
   Ctx x;
   int s = resolve(handle, context, &x);
   if (s) return s;
-  if (peer >= x.h->nranks) return invalid(x.err, peer, RUST_GIN_ARG_PEER, peer, x.h->nranks);
+  if ((s = check_peer(x, peer))) return s;
   if (size != 1 && size != 2 && size != 4 && size != 8) return invalid(x.err, peer, RUST_GIN_ARG_SIZE, size, 8);
   if ((s = check_window(x, peer, dst_window, dst_off, size))) return s;
   Request w = {};
@@ -170,7 +170,7 @@ RG_EXTERN_C RG_DEV int rust_gin_signal_peer(const void* handle, uint32_t context
   Ctx x;
   int s = resolve(handle, context, &x);
   if (s) return s;
-  if (peer >= x.h->nranks) return invalid(x.err, peer, RUST_GIN_ARG_PEER, peer, x.h->nranks);
+  if ((s = check_peer(x, peer))) return s;
   if ((s = check_signal(x, peer, signal))) return s;
   if (flags & RUST_GIN_FLAG_RELEASE_SYSTEM) fence_release_system();
   return post(x, peer, signal_wqe(x, peer, signal), flags);
@@ -183,7 +183,7 @@ RG_EXTERN_C RG_DEV int rust_gin_get(const void* handle, uint32_t context, uint32
   Ctx x;
   int s = resolve(handle, context, &x);
   if (s) return s;
-  if (peer >= x.h->nranks) return invalid(x.err, peer, RUST_GIN_ARG_PEER, peer, x.h->nranks);
+  if ((s = check_peer(x, peer))) return s;
   if (bytes == 0) return RUST_GIN_OK;
   if ((s = check_window(x, peer, remote_window, remote_off, bytes))) return s;
   if ((s = check_window(x, peer, local_window, local_off, bytes))) return s;
@@ -225,14 +225,16 @@ RG_EXTERN_C RG_DEV int rust_gin_flush(const void* handle, uint32_t context, uint
   // one queue together share its flush. Start every flush first, then wait:
   // the peers' NICs work in parallel.
   const uint64_t nranks = x.h->nranks;
+  // Ranks the context set has no queue pair to (a v15 peer array) have
+  // nothing to flush.
   for (uint64_t p = coop_rank; wave::any(p < nranks); p += coop_size) {
-    const bool mine = p < nranks;
+    const bool mine = p < nranks && connected(x, static_cast<uint32_t>(p));
     uint64_t target = 0;
     s = gin::flush_target(mine ? &peer_of(x, static_cast<uint32_t>(p))->sq : nullptr, mine, &target);
     if (mine && s && !first_error) first_error = s;
   }
   for (uint64_t p = coop_rank; wave::any(p < nranks); p += coop_size) {
-    const bool mine = p < nranks;
+    const bool mine = p < nranks && connected(x, static_cast<uint32_t>(p));
     const rust_gin_mlx5_sq* q = mine ? &peer_of(x, static_cast<uint32_t>(p))->sq : nullptr;
     uint64_t target = 0;
     if (gin::flush_target(q, mine, &target) || !mine) continue;
@@ -250,7 +252,7 @@ RG_EXTERN_C RG_DEV int rust_gin_flush_async(const void* handle, uint32_t context
   Ctx x;
   int s = resolve(handle, context, &x);
   if (s) return s;
-  if (peer >= x.h->nranks) return invalid(x.err, peer, RUST_GIN_ARG_PEER, peer, x.h->nranks);
+  if ((s = check_peer(x, peer))) return s;
   uint64_t target = 0;
   s = gin::flush_target(&peer_of(x, peer)->sq, true, &target);
   out->context = context;
@@ -265,7 +267,7 @@ RG_EXTERN_C RG_DEV int rust_gin_wait(const void* handle, rust_gin_request reques
   Ctx x;
   int s = resolve(handle, request.context, &x);
   if (s) return s;
-  if (request.peer >= x.h->nranks) return invalid(x.err, request.peer, RUST_GIN_ARG_PEER, request.peer, x.h->nranks);
+  if ((s = check_peer(x, request.peer))) return s;
   SendQueue sq(&peer_of(x, request.peer)->sq);
   Bound bound(x.h->timeout_ns, abort_flag, timeout_cycles);
   return sq.wait_done(request.target, RUST_GIN_WAIT_FLUSH, bound);

@@ -10,7 +10,7 @@
 use crate::session::comm::CollComm;
 use crate::session::mesh::{PeerSet, QpMesh};
 use crate::abi::{
-    rust_gin_context, rust_gin_error, rust_gin_handle, rust_gin_mlx5_sq, rust_gin_mlx5_sq_state, rust_gin_peer,
+    rust_gin_context, rust_gin_error, rust_gin_handle, rust_gin_mlx5_sq, rust_gin_peer,
     RUST_GIN_DEVICE_ABI_VERSION, RUST_GIN_HANDLE_MAGIC,
 };
 use crate::device::DeviceError;
@@ -107,9 +107,6 @@ pub struct GinContext {
     qps: Vec<Box<dyn QueuePair>>,
     /// The connected ranks (all, or createContext's v15 peer array).
     peers: PeerSet,
-    /// The shared state of the closed queues of ranks not connected (None
-    /// when every rank is).
-    _closed: Option<GpuBuf>,
     _regions: Vec<Box<dyn MemoryRegion>>,
     handle: GpuBuf,
     _contexts: GpuBuf,
@@ -138,39 +135,6 @@ unsafe impl Sync for GinContext {}
 fn u64s(n: u32) -> usize {
     (n.max(1) as usize) * 8
 }
-
-/// The closed queue of a rank a v15 context set does not connect to (not in
-/// its peer array). The device library has no "not connected" state in a
-/// peer's descriptor, so this one is built to make every post to it fail at
-/// once, before any WQE is written, while a flush passes over it:
-/// - the state's `resv` starts at the ring's depth with `done` at 0, so the
-///   first reservation already needs credit that never comes;
-/// - `poll_lock` is held for good, so no poller reads its (absent) CQ, and
-///   `ready == rung`, so nothing rings its (absent) doorbell;
-/// - a 1 ns bound ends the credit wait at once: the device records a timeout
-///   naming the rank and QP 0 in the context's error record and marks the
-///   queue failed (queryLastError then says the rank is not connected);
-/// - `ready` 0 and no flush lkey: a flush finds nothing to wait for.
-///
-/// No ring, CQ, doorbell record or UAR exists behind it (addresses 0). All
-/// closed queues of a context set share one state; after one failed post
-/// the set is in error, and later flushes report it.
-fn closed_queue(peer: u32, state: u64, error: u64) -> rust_gin_mlx5_sq {
-    rust_gin_mlx5_sq {
-        state,
-        error,
-        qpn: 0,
-        log_wqe_cnt: CLOSED_LOG_DEPTH,
-        log_cq_cnt: 0,
-        peer,
-        log_signal_period: CLOSED_LOG_DEPTH,
-        timeout_ns: 1,
-        ..Default::default()
-    }
-}
-
-/// The depth (log2) a closed queue claims: room for no batch of its size.
-const CLOSED_LOG_DEPTH: u32 = 2;
 
 impl GinContext {
     /// A context set connected to every rank (GIN v14).
@@ -220,16 +184,6 @@ impl GinContext {
         let npeers = connected.len() as u32;
         let qps = mesh.qps;
         let qp = |c: u32, s: u32| &qps[(c * npeers + s) as usize];
-        let closed = if connected.is_all() {
-            None
-        } else {
-            let st = alloc.alloc(std::mem::size_of::<rust_gin_mlx5_sq_state>(), 64, Object::QueueState)?;
-            st.write_pod(
-                0,
-                &rust_gin_mlx5_sq_state { resv: 1 << CLOSED_LOG_DEPTH, poll_lock: 1, ..Default::default() },
-            );
-            Some(st)
-        };
         // Per queue, one u32 per WQEBB naming the counter of the put whose
         // last WQE sits there; per context, a bit per peer with counted puts
         // outstanding (abi/mlx5_queue.h, abi/gin.h).
@@ -251,16 +205,18 @@ impl GinContext {
         for c in 0..nctx {
             for p in 0..nranks {
                 let (base, rkey) = remote_signals[p as usize];
-                let sq = match (connected.slot(p), &closed) {
-                    (Some(s), _) => qp(c, s)
+                // A rank outside a v15 peer array gets a descriptor without
+                // queue state: the device refuses operations to it
+                // (RUST_GIN_ARG_PEER_NOT_CONNECTED) and flushes skip it.
+                let sq = match connected.slot(p) {
+                    Some(s) => qp(c, s)
                         .descriptor(p, error.dev_addr(), timeout_ns)
                         .with_read_flush(sink.dev_addr() + crate::mlx5::queue::SINK_FLUSH_BYTE, sink_mr.lkey())
                         .with_counters(
                             log_at[(c * npeers + s) as usize],
                             counters.dev_addr() + (c as usize * u64s(settings.n_counters)) as u64,
                         ),
-                    (None, Some(st)) => closed_queue(p, st.dev_addr(), error.dev_addr()),
-                    (None, None) => return Err(Error::Internal(format!("rank {p} has neither a queue nor a closed one"))),
+                    None => rust_gin_mlx5_sq { peer: p, error: error.dev_addr(), ..Default::default() },
                 };
                 let d = rust_gin_peer {
                     sq,
@@ -311,7 +267,6 @@ impl GinContext {
             settings,
             qps,
             peers: connected,
-            _closed: closed,
             _regions: vec![signals_mr, sink_mr],
             handle,
             _contexts: contexts,

@@ -268,16 +268,7 @@ unsafe extern "C" fn query_last_error(gin_ctx: *mut c_void, has_error: *mut bool
         if let Some((e, newly)) = ctx.last_error() {
             *he = true;
             if newly {
-                // A post to a rank outside a v15 peer array fails on its
-                // closed queue (context.rs, closed_queue): say so.
-                let why = match ctx.peers().slot(e.peer) {
-                    None if e.peer < ctx.coll.nranks => format!(
-                        " (rank {} is not connected: createContext's peerArray does not list it)",
-                        e.peer
-                    ),
-                    _ => String::new(),
-                };
-                crate::warn_line!("rank {}: device-side error: {e}{why}", ctx.coll.rank);
+                crate::warn_line!("rank {}: device-side error: {e}", ctx.coll.rank);
             }
         }
         Ok(())

@@ -48,6 +48,18 @@ RG_INLINE const rust_gin_peer* peer_of(const Ctx& x, uint32_t peer) {
   return reinterpret_cast<const rust_gin_peer*>(x.c->peers) + peer;
 }
 
+// Whether the context set has a queue pair to `peer` (in range): a GIN v15
+// peer array may leave ranks out, and their descriptors carry no queue
+// state (host/gin/context.rs).
+RG_INLINE bool connected(const Ctx& x, uint32_t peer) { return load_invariant(&peer_of(x, peer)->sq.state) != 0; }
+
+// A peer an operation may address: in range and connected.
+RG_INLINE int check_peer(const Ctx& x, uint32_t peer) {
+  if (peer >= x.h->nranks) return invalid(x.err, peer, RUST_GIN_ARG_PEER, peer, x.h->nranks);
+  if (!connected(x, peer)) return invalid(x.err, peer, RUST_GIN_ARG_PEER_NOT_CONNECTED, peer, x.h->nranks);
+  return RUST_GIN_OK;
+}
+
 // A window and a byte range in it: registered, for this communicator, in bounds.
 RG_INLINE int check_window(const Ctx& x, uint32_t peer, const void* w, uint64_t off, uint64_t bytes) {
   const rust_gin_window* win = static_cast<const rust_gin_window*>(w);
