@@ -144,7 +144,7 @@ impl GinContext {
     }
 
     /// A context set whose queue pairs go to the ranks of `peers` only (GIN
-    /// v15's peer array); the others get a closed queue ([`closed_queue`]).
+    /// v15's peer array); the others get a descriptor without queue state, which the device treats as not connected.
     pub fn create_for(coll: Arc<CollComm>, settings: Settings, peers: PeerSet) -> Result<GinContext> {
         coll.instance.check_alive()?;
         let _one_at_a_time = coll.collective.lock().unwrap_or_else(|e| e.into_inner());
