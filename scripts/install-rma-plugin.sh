@@ -43,7 +43,7 @@ fi
 
 if command -v nm >/dev/null 2>&1; then
   syms=$(nm -D --defined-only "$from")
-  for v in 16 15 14 13; do
+  for v in 17 16 15 14 13; do
     grep -q " ncclRmaPlugin_v$v\$" <<<"$syms" \
       || { echo "error: $from does not export ncclRmaPlugin_v$v" >&2; exit 1; }
   done
@@ -55,5 +55,5 @@ mkdir -p "$dest"
 tmp="$dest/.librccl-rma-rust.so.$$"
 cp "$from" "$tmp"
 mv -f "$tmp" "$dest/librccl-rma-rust.so"
-echo "installed $dest/librccl-rma-rust.so (ncclRmaPlugin_v16, _v15, _v14, _v13)"
+echo "installed $dest/librccl-rma-rust.so (ncclRmaPlugin_v17, _v16, _v15, _v14, _v13)"
 echo "use: LD_LIBRARY_PATH=$dest:\$LD_LIBRARY_PATH NCCL_RMA_PLUGIN=rust NCCL_GIN_TYPE=2"
