@@ -95,6 +95,9 @@ impl Inner {
             AtomicU8::from_ptr((slot + 63) as *mut u8).store(bytes[63], Ordering::Release);
         }
         cq.pi += 1;
+        // Waiters park on the ring (the CQ's key), whichever slot this was.
+        let ring = (cq.spec.buf as u64, cnt * CQE_SIZE as u64);
+        st.written.push(ring);
         bump(&self.counters.cqes_written, 1);
     }
 }

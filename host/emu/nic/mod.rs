@@ -195,6 +195,9 @@ struct State {
     /// rung list, so that no step allocates once warm).
     dirty_spare: Vec<u32>,
     rung_spare: Vec<u32>,
+    /// Memory the NIC wrote this step ([addr, addr + len): CQ rings, data,
+    /// atomic words): threads parked on it are woken at the step's end.
+    written: Vec<(u64, u64)>,
     /// READ data not landed yet, oldest first (all with one delay, so also
     /// in order of `due`).
     posted: VecDeque<PostedWrite>,
@@ -363,6 +366,7 @@ impl EmuNic {
                 dirty: Vec::new(),
                 dirty_spare: Vec::new(),
                 rung_spare: Vec::new(),
+                written: Vec::new(),
                 posted: VecDeque::new(),
                 outbox: Outbox::default(),
                 inbox: VecDeque::new(),
@@ -427,6 +431,7 @@ impl EmuNic {
         // Nothing may reach the memory after it is deregistered: land what
         // is on its way (hardware would have, long before).
         land_posted(&mut st, None);
+        wake_parked(&mut st);
         st.mrs.deregister(lkey).ok_or(NicError::NoSuchMr(lkey))
     }
 
@@ -679,6 +684,13 @@ fn poll_loop(weak: Weak<Inner>) {
         hub.woken.store(false, Ordering::Relaxed);
         idle = 0;
     }
+}
+
+/// Wakes the host-build waiters parked on what the NIC wrote (crate::park);
+/// one fence and one load when nobody is parked.
+fn wake_parked(st: &mut State) {
+    crate::park::wake_written(&st.written);
+    st.written.clear();
 }
 
 impl State {

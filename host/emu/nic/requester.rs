@@ -50,6 +50,7 @@ impl Inner {
         if !st.outbox.is_empty() {
             progress |= self.flush_outbox(&mut st);
         }
+        wake_parked(&mut st);
         progress
     }
 
@@ -308,8 +309,11 @@ impl Inner {
                         let at = off - base;
                         let n = ((s.len - at) as usize).min(rest.len());
                         match self.config.read_data_delay {
-                            // SAFETY: the scatter entry was checked (local write) at execution.
-                            None => unsafe { dma_write(s.addr + at, &rest[..n]) },
+                            None => {
+                                // SAFETY: the scatter entry was checked (local write) at execution.
+                                unsafe { dma_write(s.addr + at, &rest[..n]) };
+                                st.written.push((s.addr + at, n as u64));
+                            }
                             Some(d) => {
                                 bump(&self.counters.read_writes_delayed, 1);
                                 let due = Instant::now() + d;
@@ -331,6 +335,7 @@ impl Inner {
                 // Host byte order (the DevX provider asks for host-endian atomics).
                 // SAFETY: the result entry was checked (8 bytes, local write).
                 unsafe { dma_write(result.addr, &old.to_ne_bytes()) };
+                st.written.push((result.addr, 8));
                 entry.status = Status::Ok { byte_cnt: 8 };
             }
             _ => fail = Some(syndrome::BAD_RESP_ERR),
@@ -353,6 +358,7 @@ pub(super) fn land_posted(st: &mut State, now: Option<Instant>) -> usize {
         // its READ executed, and deregistration lands everything first, so
         // the region is still registered and valid.
         unsafe { dma_write(w.addr, &w.data) };
+        st.written.push((w.addr, w.data.len() as u64));
         n += 1;
     }
     n

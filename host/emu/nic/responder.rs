@@ -50,6 +50,7 @@ impl Inner {
                 // SAFETY: [raddr, raddr+total) lies in a registered region, and
                 // offset + len <= total by construction of the packets.
                 unsafe { dma_write(raddr + offset, data) };
+                st.written.push((raddr + offset, data.len() as u64));
                 bump(&self.counters.payload_bytes, data.len() as u64);
                 if *last {
                     if let Some(imm) = imm {
@@ -101,6 +102,7 @@ impl Inner {
                             }
                         };
                         bump(&self.counters.payload_bytes, 8);
+                        st.written.push((*raddr, 8));
                         self.reply(&mut st.outbox, &p, Body::AtomicResponse { old });
                     }
                 }
