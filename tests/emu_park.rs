@@ -87,4 +87,22 @@ fn the_nic_wakes_exactly_the_parked_party_and_other_writers_hit_the_timeout() {
     assert!(!woken && seen == 1, "nobody woke it; its timeout ended the park ({woken}, saw {seen})");
     assert!(secs < 5.0, "the park is bounded ({secs} s)");
     assert!(link.sq.error().is_none());
+
+    // End to end through the device library's host build: a completion
+    // wait (wave::spin keyed on the CQ ring) parks while the NIC is idle,
+    // and the NIC's CQE wakes it: the key the device code names is the
+    // memory the NIC reports.
+    let woken_before = park::woken();
+    link.sq.post_deferred(&[signaled(write_inline(3, 8, a.addr(16384), a.mr.rkey))]).unwrap();
+    link.sq.ring();
+    std::thread::scope(|s| {
+        let waiter = s.spawn(|| link.sq.quiet());
+        wait_parked(1);
+        fabric.step_until_idle();
+        assert!(waiter.join().unwrap().is_ok(), "the completion wait ends well");
+    });
+    assert!(park::woken() > woken_before, "the CQE woke the parked completion wait (not its timeout)");
+    let mut w = [0u8; 8];
+    a.buf.read(16384, &mut w);
+    assert_eq!(u64::from_ne_bytes(w), 3);
 }
