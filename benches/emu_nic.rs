@@ -65,7 +65,7 @@ fn emu_nic(c: &mut Criterion) {
     // last one signalled, so credit returns).
     let b = bed(12, 1 << 16);
     let n = 1024;
-    let mut reqs: Vec<_> = (0..n as u64)
+    let mut reqs: Vec<_> = (0..n)
         .map(|i| rust_gin_mlx5_request {
             opcode: opcode::RDMA_WRITE,
             flags: RUST_GIN_REQ_INLINE as u8,
