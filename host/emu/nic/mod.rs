@@ -186,7 +186,7 @@ struct Qp {
 
 struct State {
     mrs: MrTable,
-    qps: HashMap<u32, Qp>,
+    qps: QpTable,
     cqs: HashMap<u32, Cq>,
     uars: HashMap<usize, crate::mem::DmaBuf>,
     /// QPs with work for the next step (each QP once per run, see mark_dirty).
@@ -360,7 +360,7 @@ impl EmuNic {
             node: AtomicU32::new(u32::MAX),
             state: Mutex::new(State {
                 mrs: MrTable::default(),
-                qps: HashMap::default(),
+                qps: QpTable::default(),
                 cqs: HashMap::default(),
                 uars: HashMap::default(),
                 dirty: Vec::new(),
@@ -371,7 +371,7 @@ impl EmuNic {
                 outbox: Outbox::default(),
                 inbox: VecDeque::new(),
                 last_peer_check: Instant::now(),
-                next_qpn: 0x100,
+                next_qpn: QPN_BASE - 1,
                 next_cqn: 0x40,
                 next_pd: 1,
             }),
@@ -683,6 +683,42 @@ fn poll_loop(weak: Weak<Inner>) {
         hub.sleeping.store(false, Ordering::SeqCst);
         hub.woken.store(false, Ordering::Relaxed);
         idle = 0;
+    }
+}
+
+/// QP numbers count up from here, one per QP, never reused.
+const QPN_BASE: u32 = 0x101;
+
+/// QPs indexed directly by number (QPN_BASE on, in creation order): a QP
+/// found per WQE and per packet costs a bounds check, not a hash.
+#[derive(Default)]
+struct QpTable {
+    slots: Vec<Option<Qp>>,
+}
+
+impl QpTable {
+    fn slot(qpn: u32) -> usize {
+        qpn.wrapping_sub(QPN_BASE) as usize
+    }
+    fn get(&self, qpn: &u32) -> Option<&Qp> {
+        self.slots.get(Self::slot(*qpn))?.as_ref()
+    }
+    fn get_mut(&mut self, qpn: &u32) -> Option<&mut Qp> {
+        self.slots.get_mut(Self::slot(*qpn))?.as_mut()
+    }
+    /// `qpn` is the next number (create_qp hands them out in order).
+    fn insert(&mut self, qpn: u32, qp: Qp) {
+        let i = Self::slot(qpn);
+        if self.slots.len() <= i {
+            self.slots.resize_with(i + 1, || None);
+        }
+        self.slots[i] = Some(qp);
+    }
+    fn remove(&mut self, qpn: &u32) -> Option<Qp> {
+        self.slots.get_mut(Self::slot(*qpn))?.take()
+    }
+    fn values(&self) -> impl Iterator<Item = &Qp> {
+        self.slots.iter().flatten()
     }
 }
 
