@@ -89,7 +89,7 @@ pub fn begin(key: usize) -> Parking {
     let b = &TABLE[bucket];
     lock(b).push(Waiter { key, parker: parker.clone() });
     b.n.fetch_add(1, Ordering::SeqCst);
-    PARKED.fetch_add(1, Ordering::SeqCst);
+    PARKED.fetch_add(1, Ordering::SeqCst); // after the bucket's: see anyone_parked
     // Orders the registration before the caller's last look at its
     // condition (see the module comment).
     fence(Ordering::SeqCst);
@@ -130,7 +130,9 @@ impl Drop for Parking {
 /// passes before looking further.
 fn anyone_parked() -> bool {
     fence(Ordering::SeqCst);
-    PARKED.load(Ordering::Relaxed) != 0
+    // Acquire: a waiter counted here has its bucket count and entry in
+    // place (it made them before its count).
+    PARKED.load(Ordering::Acquire) != 0
 }
 
 /// Wakes the threads parked on a key inside one of `ranges` ([addr, addr +
