@@ -1,8 +1,9 @@
 //! Criterion benchmarks of the emulated NIC itself (emulated figures: host
 //! threads, not hardware), stepped deterministically on the bench thread so
 //! that only the NIC's own work is timed: 8-byte WRITEs consumed, 64 KiB
-//! puts moved, and the cost of one doorbell. Command:
-//! `cargo bench --bench emu_nic`.
+//! puts moved, the cost of one doorbell, and parking (host/park.rs): a
+//! park/wake hand-off between two threads and what a NIC step pays to wake
+//! nobody. Command: `cargo bench --bench emu_nic`.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use rccl_rust_gin::abi::{rust_gin_mlx5_request, RUST_GIN_REQ_INLINE};
@@ -11,6 +12,10 @@ use rccl_rust_gin::gpu::{Allocator, GpuBuf, HostMemory, Object, RingHome};
 use rccl_rust_gin::mlx5::queue::QueueMem;
 use rccl_rust_gin::mlx5::sq::{new_error_record, SendQueue};
 use rccl_rust_gin::mlx5::wire::opcode;
+use rccl_rust_gin::park;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 struct Bed {
     fabric: Fabric,
@@ -60,7 +65,7 @@ fn emu_nic(c: &mut Criterion) {
     // last one signalled, so credit returns).
     let b = bed(12, 1 << 16);
     let n = 1024;
-    let mut reqs: Vec<_> = (0..n as u64)
+    let mut reqs: Vec<_> = (0..n)
         .map(|i| rust_gin_mlx5_request {
             opcode: opcode::RDMA_WRITE,
             flags: RUST_GIN_REQ_INLINE as u8,
@@ -102,6 +107,55 @@ fn emu_nic(c: &mut Criterion) {
             unsafe { rccl_rust_gin::device::ring_by_hand(&d, 0, 0) }
         })
     });
+    g.finish();
+    park_wake(c);
+}
+
+/// Waits until `w` reaches `want`, parked on it (as wave::spin does after
+/// its brief spin; here at once, so that only parking is timed).
+fn park_until(w: &AtomicU64, want: u64) {
+    while w.load(Ordering::Acquire) < want {
+        let p = park::begin(w.as_ptr() as usize);
+        if w.load(Ordering::Acquire) >= want {
+            break;
+        }
+        p.wait(Duration::from_secs(1));
+    }
+}
+
+fn park_wake(c: &mut Criterion) {
+    let mut g = c.benchmark_group("park");
+    // Two threads hand a counter back and forth, each parked until the
+    // other stores and wakes: one iteration is two wake-ups (a wake latency
+    // is half of it).
+    g.throughput(Throughput::Elements(2));
+    g.bench_function("wake_round_trip", |bn| {
+        bn.iter_custom(|iters| {
+            let words = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+            let w = words.clone();
+            let partner = std::thread::spawn(move || {
+                for i in 1..=iters {
+                    park_until(&w[0], i);
+                    w[1].store(i, Ordering::Release);
+                    park::wake_written(&[(w[1].as_ptr() as u64, 8)]);
+                }
+            });
+            let t = Instant::now();
+            for i in 1..=iters {
+                words[0].store(i, Ordering::Release);
+                park::wake_written(&[(words[0].as_ptr() as u64, 8)]);
+                park_until(&words[1], i);
+            }
+            let d = t.elapsed();
+            partner.join().unwrap();
+            d
+        })
+    });
+    // A NIC step's wake when nobody is parked: the gate (a fence and a load).
+    let word = AtomicU64::new(0);
+    let ranges = [(word.as_ptr() as u64, 8u64)];
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("wake_nobody_parked", |bn| bn.iter(|| park::wake_written(std::hint::black_box(&ranges))));
     g.finish();
 }
 

@@ -40,6 +40,7 @@ pub mod mapping;
 pub mod mem;
 pub mod mlx5;
 pub mod oob;
+pub mod park;
 pub mod provider;
 pub mod rma;
 pub mod session;

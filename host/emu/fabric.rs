@@ -173,7 +173,15 @@ impl Fabric {
             Kind::Threads(_) => {
                 let node = self.node(dst).ok_or(WireError::UnknownNode(dst))?;
                 let n = q.len();
-                node.inbox.lock().unwrap_or_else(|e| e.into_inner()).extend(q.drain(..));
+                let mut inbox = node.inbox.lock().unwrap_or_else(|e| e.into_inner());
+                if inbox.is_empty() {
+                    // The usual case: hand the whole queue over (buffers trade
+                    // places) instead of moving packet by packet.
+                    std::mem::swap(&mut *inbox, q);
+                } else {
+                    inbox.extend(q.drain(..));
+                }
+                drop(inbox);
                 if let Some(nic) = node.nic.upgrade() {
                     nic.wake();
                 }
@@ -204,7 +212,11 @@ impl Fabric {
                 let Some(n) = self.node(node) else { return 0 };
                 let mut inbox = n.inbox.lock().unwrap_or_else(|e| e.into_inner());
                 let k = inbox.len().min(max);
-                out.extend(inbox.drain(..k));
+                if k == inbox.len() && out.is_empty() {
+                    std::mem::swap(&mut *inbox, out); // all of it: trade buffers
+                } else {
+                    out.extend(inbox.drain(..k));
+                }
                 k
             }
             Kind::Shm(s) => {

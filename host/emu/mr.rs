@@ -32,12 +32,16 @@ pub enum AccessError {
     NotPermitted,
 }
 
+/// Regions by lkey; an rkey names the same index with its own variant byte,
+/// so it finds its region with the same single lookup.
 #[derive(Default)]
 pub struct MrTable {
     by_lkey: HashMap<u32, Region>,
-    by_rkey: HashMap<u32, u32>,
     next_index: u32,
 }
+
+const LKEY_VARIANT: u32 = 0x2a;
+const RKEY_VARIANT: u32 = 0x5c;
 
 impl MrTable {
     /// Registers a region. Keys look like mlx5 mkeys: index << 8 | a variant
@@ -45,18 +49,15 @@ impl MrTable {
     pub fn register(&mut self, pd: u32, addr: u64, len: u64, access: Access) -> Region {
         self.next_index += 1;
         let index = self.next_index + 1; // index 1 would give 0x100
-        let lkey = (index << 8) | 0x2a;
-        let rkey = (index << 8) | 0x5c;
+        let lkey = (index << 8) | LKEY_VARIANT;
+        let rkey = (index << 8) | RKEY_VARIANT;
         let r = Region { pd, addr, len, access, lkey, rkey };
         self.by_lkey.insert(lkey, r);
-        self.by_rkey.insert(rkey, lkey);
         r
     }
 
     pub fn deregister(&mut self, lkey: u32) -> Option<Region> {
-        let r = self.by_lkey.remove(&lkey)?;
-        self.by_rkey.remove(&r.rkey);
-        Some(r)
+        self.by_lkey.remove(&lkey)
     }
 
     pub fn get(&self, lkey: u32) -> Option<&Region> {
@@ -87,8 +88,8 @@ impl MrTable {
 
     /// A remote access through an rkey.
     pub fn check_remote(&self, pd: u32, rkey: u32, addr: u64, len: u64, need: Access) -> Result<Region, AccessError> {
-        let lkey = *self.by_rkey.get(&rkey).ok_or(AccessError::NoSuchKey)?;
-        let r = self.by_lkey[&lkey];
+        let lkey = (rkey & !0xff) | LKEY_VARIANT;
+        let r = *self.by_lkey.get(&lkey).filter(|r| r.rkey == rkey).ok_or(AccessError::NoSuchKey)?;
         if r.pd != pd {
             return Err(AccessError::WrongPd);
         }

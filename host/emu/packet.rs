@@ -3,17 +3,114 @@
 
 use super::wqe::AtomicKind;
 
+/// A packet's payload: up to [`Payload::SMALL`] bytes travel in the packet
+/// itself (no allocation: 8-byte puts, signals), larger ones on the heap.
+#[derive(Clone)]
+pub enum Payload {
+    Small { len: u8, bytes: [u8; Payload::SMALL] },
+    Heap(Vec<u8>),
+}
+
+impl Payload {
+    pub const SMALL: usize = 16;
+
+    #[inline]
+    pub fn new() -> Payload {
+        Payload::Small { len: 0, bytes: [0; Payload::SMALL] }
+    }
+
+    /// Room for `cap` bytes, allocated only above [`Payload::SMALL`].
+    #[inline]
+    pub fn with_capacity(cap: usize) -> Payload {
+        if cap <= Self::SMALL {
+            Payload::new()
+        } else {
+            Payload::Heap(Vec::with_capacity(cap))
+        }
+    }
+
+    #[inline]
+    pub fn from_slice(d: &[u8]) -> Payload {
+        let mut p = Payload::with_capacity(d.len());
+        p.extend_from_slice(d);
+        p
+    }
+
+    #[inline]
+    pub fn extend_from_slice(&mut self, d: &[u8]) {
+        match self {
+            Payload::Small { len, bytes } if *len as usize + d.len() <= Self::SMALL => {
+                bytes[*len as usize..*len as usize + d.len()].copy_from_slice(d);
+                *len += d.len() as u8;
+            }
+            Payload::Small { len, bytes } => {
+                let mut v = Vec::with_capacity(*len as usize + d.len());
+                v.extend_from_slice(&bytes[..*len as usize]);
+                v.extend_from_slice(d);
+                *self = Payload::Heap(v);
+            }
+            Payload::Heap(v) => v.extend_from_slice(d),
+        }
+    }
+
+    /// Appends `n` bytes read from `addr` (one copy, no per-byte loop).
+    ///
+    /// # Safety
+    /// [addr, addr+n) must be readable (inside a registered region, checked
+    /// by the caller).
+    pub unsafe fn extend_from_raw(&mut self, addr: u64, n: usize) {
+        // SAFETY: per the function contract.
+        self.extend_from_slice(unsafe { std::slice::from_raw_parts(addr as *const u8, n) });
+    }
+}
+
+impl Default for Payload {
+    fn default() -> Payload {
+        Payload::new()
+    }
+}
+
+impl std::ops::Deref for Payload {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        match self {
+            Payload::Small { len, bytes } => &bytes[..*len as usize],
+            Payload::Heap(v) => v,
+        }
+    }
+}
+
+impl From<Vec<u8>> for Payload {
+    fn from(v: Vec<u8>) -> Payload {
+        Payload::Heap(v)
+    }
+}
+
+impl PartialEq for Payload {
+    fn eq(&self, o: &Payload) -> bool {
+        **self == **o
+    }
+}
+impl Eq for Payload {}
+
+impl std::fmt::Debug for Payload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        (**self).fmt(f)
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Body {
     /// One packet of an RDMA WRITE message: payload for raddr+offset.
-    Write { raddr: u64, rkey: u32, total: u64, offset: u64, last: bool, imm: Option<u32>, data: Vec<u8> },
+    Write { raddr: u64, rkey: u32, total: u64, offset: u64, last: bool, imm: Option<u32>, data: Payload },
     Read { raddr: u64, rkey: u32, len: u64 },
     Atomic { kind: AtomicKind, raddr: u64, rkey: u32, swap_add: u64, compare: u64 },
     /// The whole message `msg` was executed.
     Ack,
     /// The message failed at the responder with this requester syndrome.
     Nak { syndrome: u8 },
-    ReadResponse { offset: u64, last: bool, data: Vec<u8> },
+    ReadResponse { offset: u64, last: bool, data: Payload },
     AtomicResponse { old: u64 },
 }
 
@@ -83,9 +180,9 @@ impl Reader<'_> {
     fn u64(&mut self) -> Option<u64> {
         Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
     }
-    fn bytes(&mut self) -> Option<Vec<u8>> {
+    fn bytes(&mut self) -> Option<Payload> {
         let n = self.u32()? as usize;
-        Some(self.take(n)?.to_vec())
+        Some(Payload::from_slice(self.take(n)?))
     }
 }
 
@@ -169,5 +266,15 @@ impl Packet {
             _ => return None,
         };
         Some(Packet { src_node, dst_node, src_qpn, dst_qpn, msg, body })
+    }
+}
+
+#[cfg(test)]
+mod size {
+    /// What the step moves per packet stays small (each byte is copied
+    /// several times on its way through the outbox and the inbox).
+    #[test]
+    fn a_packet_is_small() {
+        assert!(std::mem::size_of::<super::Packet>() <= 96, "{}", std::mem::size_of::<super::Packet>());
     }
 }

@@ -8,7 +8,7 @@ use crate::mlx5::wire::{
 };
 
 /// One entry of a gather or scatter list.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Sge {
     pub addr: u64,
     pub len: u64,
@@ -21,20 +21,73 @@ pub enum AtomicKind {
     CompareSwap,
 }
 
+/// A gather or scatter list: up to [`SgList::INLINE`] entries without an
+/// allocation (the common case: one), more on the heap. A WQE holds at most
+/// 61 data segments.
+#[derive(Clone, Debug, Default)]
+pub struct SgList {
+    len: u8,
+    inline: [Sge; SgList::INLINE],
+    heap: Vec<Sge>,
+}
+
+impl SgList {
+    pub const INLINE: usize = 1;
+
+    pub fn one(s: Sge) -> SgList {
+        let mut l = SgList::default();
+        l.push(s);
+        l
+    }
+
+    pub fn push(&mut self, s: Sge) {
+        let n = self.len as usize;
+        if n < Self::INLINE && self.heap.is_empty() {
+            self.inline[n] = s;
+        } else {
+            if self.heap.is_empty() {
+                self.heap.extend_from_slice(&self.inline[..n]);
+            }
+            self.heap.push(s);
+        }
+        self.len = self.len.saturating_add(1);
+    }
+}
+
+impl std::ops::Deref for SgList {
+    type Target = [Sge];
+    fn deref(&self) -> &[Sge] {
+        if self.heap.is_empty() {
+            &self.inline[..self.len as usize]
+        } else {
+            &self.heap
+        }
+    }
+}
+
+impl PartialEq for SgList {
+    fn eq(&self, o: &SgList) -> bool {
+        **self == **o
+    }
+}
+impl Eq for SgList {}
+
+/// A decoded operation; inline WRITE data is borrowed from the WQE's bytes
+/// (no copy until it goes into a packet).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum WqeOp {
+pub enum WqeOp<'a> {
     Nop,
     /// RDMA WRITE (with immediate when `imm` is set); the payload comes from
     /// the gather list or is carried inline.
-    Write { raddr: u64, rkey: u32, gather: Vec<Sge>, inline: Option<Vec<u8>>, imm: Option<u32> },
-    Read { raddr: u64, rkey: u32, scatter: Vec<Sge> },
+    Write { raddr: u64, rkey: u32, gather: SgList, inline: Option<&'a [u8]>, imm: Option<u32> },
+    Read { raddr: u64, rkey: u32, scatter: SgList },
     Atomic { kind: AtomicKind, raddr: u64, rkey: u32, swap_add: u64, compare: u64, result: Sge },
     /// The NIC reads `source` from local memory (nothing goes on the wire):
     /// the flush after READs.
     Dump { source: Sge },
 }
 
-impl WqeOp {
+impl WqeOp<'_> {
     /// Bytes the operation moves.
     pub fn length(&self) -> u64 {
         match self {
@@ -51,9 +104,9 @@ impl WqeOp {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Wqe {
+pub struct Wqe<'a> {
     pub ctrl: CtrlSeg,
-    pub op: WqeOp,
+    pub op: WqeOp<'a>,
     /// WQEBBs the WQE occupies.
     pub wqebbs: u32,
 }
@@ -87,7 +140,7 @@ pub const MAX_MESSAGE: u64 = 1 << 31;
 
 /// Decodes the WQE in `bytes` (its WQEBBs, gathered in order from the ring),
 /// expected at producer index `index` of QP `qpn`.
-pub fn decode(bytes: &[u8], index: u16, qpn: u32) -> Result<Wqe, WqeError> {
+pub fn decode(bytes: &[u8], index: u16, qpn: u32) -> Result<Wqe<'_>, WqeError> {
     if bytes.len() < 16 {
         return Err(err(syndrome::LOCAL_QP_OP_ERR, "WQE shorter than a control segment", 1, 0));
     }
@@ -186,7 +239,7 @@ type SegError = (u8, String);
 
 /// The segments after the remote address: data segments, or one inline
 /// segment.
-fn decode_payload(segs: &[u8]) -> Result<(Vec<Sge>, Option<Vec<u8>>), SegError> {
+fn decode_payload(segs: &[u8]) -> Result<(SgList, Option<&[u8]>), SegError> {
     if segs.len() >= 4 {
         let first = u32::from_be_bytes([segs[0], segs[1], segs[2], segs[3]]);
         if first & INLINE_SEG != 0 {
@@ -194,10 +247,10 @@ fn decode_payload(segs: &[u8]) -> Result<(Vec<Sge>, Option<Vec<u8>>), SegError> 
             if 4 + len > segs.len() {
                 return Err((syndrome::LOCAL_LENGTH_ERR, format!("inline length {len} exceeds the WQE")));
             }
-            return Ok((Vec::new(), Some(segs[4..4 + len].to_vec())));
+            return Ok((SgList::default(), Some(&segs[4..4 + len])));
         }
     }
-    let mut gather = Vec::new();
+    let mut gather = SgList::default();
     for chunk in segs.chunks(16) {
         if chunk.len() < 16 {
             return Err((syndrome::LOCAL_QP_OP_ERR, "partial data segment".into()));

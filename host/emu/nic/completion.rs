@@ -55,7 +55,7 @@ impl Inner {
                     wqe_opcode: e.opcode,
                     imm: 0,
                 };
-                self.counters.error_cqes.fetch_add(1, Ordering::Relaxed);
+                bump(&self.counters.error_cqes, 1);
                 self.write_cqe(st, cq, &cqe);
             } else if e.signaled {
                 let cqe = Cqe {
@@ -81,7 +81,7 @@ impl Inner {
             & 0xff_ffff;
         let ci = cq.pi - ((cq.pi as u32).wrapping_sub(ci24) & 0xff_ffff) as u64;
         if cq.pi - ci >= cnt {
-            self.counters.cq_overruns.fetch_add(1, Ordering::Relaxed);
+            bump(&self.counters.cq_overruns, 1);
             tracing::error!(cqn, pi = cq.pi, ci, "emulated NIC: CQ overrun, CQE dropped");
             return;
         }
@@ -95,7 +95,10 @@ impl Inner {
             AtomicU8::from_ptr((slot + 63) as *mut u8).store(bytes[63], Ordering::Release);
         }
         cq.pi += 1;
-        self.counters.cqes_written.fetch_add(1, Ordering::Relaxed);
+        // Waiters park on the ring (the CQ's key), whichever slot this was.
+        let ring = (cq.spec.buf as u64, cnt * CQE_SIZE as u64);
+        st.written.push(ring);
+        bump(&self.counters.cqes_written, 1);
     }
 }
 

@@ -9,28 +9,51 @@
 //! else.
 
 use super::*;
-use std::collections::BTreeMap;
 
 /// How long a destination may refuse every packet before it counts as stuck.
 pub(super) const STALL_LIMIT: Duration = Duration::from_secs(10);
 /// How often in-flight requests are checked for destinations that are gone.
 const PEER_CHECK: Duration = Duration::from_millis(100);
 
+/// Per destination, in destination order (a NIC talks to few); `last` is
+/// where the previous packet went, which the next one almost always shares.
 #[derive(Default)]
 pub(super) struct Outbox {
-    by_dst: BTreeMap<u32, Waiting>,
+    by_dst: Vec<(u32, Waiting)>,
+    last: usize,
 }
 
+/// A destination's queue stays when emptied (its map node and buffer are
+/// reused, not allocated per step).
 struct Waiting {
     packets: VecDeque<Packet>,
-    /// When the wire last took a packet for this destination (or the first
-    /// refusal).
-    since: Instant,
+    /// While the wire refuses packets: when it last took one for this
+    /// destination (or refused the first). None while it takes them all.
+    since: Option<Instant>,
 }
 
 impl Outbox {
     pub(super) fn is_empty(&self) -> bool {
-        self.by_dst.is_empty()
+        self.by_dst.iter().all(|(_, w)| w.packets.is_empty())
+    }
+
+    fn queue(&mut self, dst: u32) -> &mut Waiting {
+        if self.by_dst.get(self.last).is_none_or(|(d, _)| *d != dst) {
+            self.last = match self.by_dst.binary_search_by_key(&dst, |(d, _)| *d) {
+                Ok(i) => i,
+                Err(i) => {
+                    self.by_dst.insert(i, (dst, Waiting { packets: VecDeque::new(), since: None }));
+                    i
+                }
+            };
+        }
+        &mut self.by_dst[self.last].1
+    }
+
+    fn remove(&mut self, dst: u32) -> Option<Waiting> {
+        let i = self.by_dst.binary_search_by_key(&dst, |(d, _)| *d).ok()?;
+        self.last = 0;
+        Some(self.by_dst.remove(i).1)
     }
 }
 
@@ -38,8 +61,7 @@ impl Inner {
     /// Queues `p` for its destination; the step sends each destination's
     /// packets together at its end (flush_outbox), in order.
     pub(super) fn send(&self, outbox: &mut Outbox, p: Packet) -> Result<(), WireError> {
-        let w = outbox.by_dst.entry(p.dst_node).or_insert_with(|| Waiting { packets: VecDeque::new(), since: Instant::now() });
-        w.packets.push_back(p);
+        outbox.queue(p.dst_node).packets.push_back(p);
         Ok(())
     }
 
@@ -48,29 +70,32 @@ impl Inner {
     pub(super) fn flush_outbox(&self, st: &mut State) -> bool {
         let mut progress = false;
         let mut failed = Vec::new();
-        for (&dst, w) in st.outbox.by_dst.iter_mut() {
-            let before = w.packets.len();
-            match self.fabric.send_batch(dst, &mut w.packets) {
-                Ok(0) => {}
-                Ok(n) => {
-                    self.counters.packets_sent.fetch_add(n as u64, Ordering::Relaxed);
-                    w.since = Instant::now();
-                    progress = true;
-                }
+        for (dst, w) in st.outbox.by_dst.iter_mut() {
+            let dst = *dst;
+            if w.packets.is_empty() {
+                continue;
+            }
+            let moved = match self.fabric.send_batch(dst, &mut w.packets) {
+                Ok(n) => n,
                 Err(e) => {
                     failed.push((dst, e));
                     continue;
                 }
+            };
+            if moved > 0 {
+                bump(&self.counters.packets_sent, moved as u64);
+                progress = true;
             }
-            if !w.packets.is_empty() {
-                if !self.fabric.peer_alive(dst) {
-                    failed.push((dst, WireError::PeerGone(dst)));
-                } else if w.packets.len() == before && w.since.elapsed() > STALL_LIMIT {
-                    failed.push((dst, WireError::Stalled { dst, secs: STALL_LIMIT.as_secs() }));
-                }
+            if w.packets.is_empty() {
+                w.since = None;
+            } else if !self.fabric.peer_alive(dst) {
+                failed.push((dst, WireError::PeerGone(dst)));
+            } else if moved > 0 || w.since.is_none() {
+                w.since = Some(Instant::now());
+            } else if w.since.is_some_and(|t| t.elapsed() > STALL_LIMIT) {
+                failed.push((dst, WireError::Stalled { dst, secs: STALL_LIMIT.as_secs() }));
             }
         }
-        st.outbox.by_dst.retain(|_, w| !w.packets.is_empty());
         for (dst, why) in failed {
             self.fail_peer(st, dst, &why);
             progress = true;
@@ -105,7 +130,7 @@ impl Inner {
     /// Drops what waits for `node` and fails every pending request of the
     /// QPs connected to it.
     fn fail_peer(&self, st: &mut State, node: u32, why: &WireError) {
-        let dropped = st.outbox.by_dst.remove(&node).map_or(0, |w| w.packets.len());
+        let dropped = st.outbox.remove(node).map_or(0, |w| w.packets.len());
         tracing::warn!(node, dropped, error = %why, "emulated NIC: peer unreachable, its requests fail");
         let qpns: Vec<u32> = st.qps.values().filter(|q| q.remote.is_some_and(|(n, _)| n == node)).map(|q| q.qpn).collect();
         for qpn in qpns {
@@ -117,7 +142,7 @@ impl Inner {
             }
             if any {
                 self.enter_error(qp);
-                st.dirty.insert(qpn);
+                st.mark_dirty(qpn);
             }
         }
     }

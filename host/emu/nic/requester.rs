@@ -7,17 +7,22 @@ impl Inner {
     /// A doorbell store arrived through a QP's host doorbell.
     pub(super) fn step(&self) -> bool {
         let mut st = lock(&self.state);
-        let mut progress = land_posted(&mut st, Some(Instant::now())) > 0;
-        let rung: Vec<u32> = std::mem::take(&mut *lock(&self.hub.rung));
-        for qpn in rung {
+        let mut progress = !st.posted.is_empty() && land_posted(&mut st, Some(Instant::now())) > 0;
+        // The QPs rung since the last step; the two lists trade places so
+        // neither allocates once warm.
+        let mut rung = std::mem::take(&mut st.rung_spare);
+        std::mem::swap(&mut rung, &mut *lock(&self.hub.rung));
+        for &qpn in &rung {
             // Before the send queue is read: a doorbell from now on queues
             // the QP again.
             if let Some(qp) = st.qps.get(&qpn) {
                 qp.bell.rung.store(false, Ordering::Release);
             }
-            st.dirty.insert(qpn);
+            st.mark_dirty(qpn);
             progress = true;
         }
+        rung.clear();
+        st.rung_spare = rung;
         let mut inbox = std::mem::take(&mut st.inbox);
         self.fabric.recv_batch(self.node(), &mut inbox, 1024);
         while let Some(p) = inbox.pop_front() {
@@ -31,20 +36,30 @@ impl Inner {
         st.inbox = inbox; // keeps its capacity for the next step
         progress |= self.flush_outbox(&mut st);
         progress |= self.check_peers(&mut st);
-        let dirty: Vec<u32> = std::mem::take(&mut st.dirty).into_iter().collect();
-        for qpn in dirty {
+        // QPs with work, in QP order, each once (as a set would give them).
+        let mut dirty = std::mem::take(&mut st.dirty_spare);
+        std::mem::swap(&mut dirty, &mut st.dirty);
+        dirty.sort_unstable();
+        dirty.dedup();
+        for &qpn in &dirty {
             progress |= self.run_sq(&mut st, qpn);
             progress |= self.complete(&mut st, qpn);
         }
+        dirty.clear();
+        st.dirty_spare = dirty;
         if !st.outbox.is_empty() {
             progress |= self.flush_outbox(&mut st);
         }
+        wake_parked(&mut st);
         progress
     }
 
     /// Executes published WQEs of one send queue. Returns true on progress.
     pub(super) fn run_sq(&self, st: &mut State, qpn: u32) -> bool {
         let mut progress = false;
+        // The WQE being decoded, copied out of the ring (at most 16 WQEBBs:
+        // DS is 6 bits), on the stack rather than allocated per WQE.
+        let mut buf = [0u8; MAX_WQE_BYTES];
         loop {
             let Some(qp) = st.qps.get(&qpn) else { return progress };
             if !matches!(qp.state, QpState::Rts | QpState::Error) {
@@ -66,18 +81,20 @@ impl Inner {
                 self.fail_qp(qp, syndrome::LOCAL_QP_OP_ERR, 0, "doorbell record ahead of the ring");
                 return true;
             }
-            let first = self.read_wqebbs(qp, qp.ci, 1);
-            let ds = first[7] & 0x3f;
+            read_wqebbs(qp, qp.ci, &mut buf[..SEND_WQE_BB]);
+            let ds = buf[7] & 0x3f;
             let nbb = wqe::wqebbs_for_ds(ds) as u64;
             if nbb > avail {
                 return progress; // the rest of this WQE is not published yet
             }
-            let bytes = if nbb == 1 { first } else { self.read_wqebbs(qp, qp.ci, nbb) };
+            let len = nbb as usize * SEND_WQE_BB;
+            read_wqebbs(qp, qp.ci + 1, &mut buf[SEND_WQE_BB..len]);
+            let bytes = &buf[..len];
             // Counted once consumed: a fenced WQE is re-read until it may start.
-            let count = |n: u64| self.counters.wqebbs_read.fetch_add(n, Ordering::Relaxed);
+            let count = |n: u64| bump(&self.counters.wqebbs_read, n);
             let index = qp.ci as u16;
             let state = qp.state;
-            let decoded = wqe::decode(&bytes, index, qpn);
+            let decoded = wqe::decode(bytes, index, qpn);
             let qp = st.qps.get_mut(&qpn).expect("qp");
             if state == QpState::Error {
                 let (skip, op) = match &decoded {
@@ -118,18 +135,6 @@ impl Inner {
         }
     }
 
-    pub(super) fn read_wqebbs(&self, qp: &Qp, start: u64, n: u64) -> Vec<u8> {
-        let cnt = 1u64 << qp.spec.log_wqe_cnt;
-        let mut v = Vec::with_capacity(n as usize * SEND_WQE_BB);
-        for k in 0..n {
-            let slot = ((start + k) & (cnt - 1)) as usize;
-            // SAFETY: the slot lies inside the send queue the creator keeps
-            // valid (create_qp's contract); the producer published it.
-            unsafe { dma_read_into(&mut v, (qp.spec.sq_buf + slot * SEND_WQE_BB) as u64, SEND_WQE_BB) };
-        }
-        v
-    }
-
     fn record_trace(&self, qpn: u32, index: u16, opcode: u8, op: &WqeOp) {
         let raddr = match op {
             WqeOp::Nop | WqeOp::Dump { .. } => 0,
@@ -155,44 +160,47 @@ impl Inner {
         };
         let outcome: Result<(Await, Option<Outgoing>), u8> = match op {
             WqeOp::Nop => {
-                self.counters.nops.fetch_add(1, Ordering::Relaxed);
+                bump(&self.counters.nops, 1);
                 Ok((Await::None, None))
             }
             WqeOp::Dump { source } => check_local(&st.mrs, std::slice::from_ref(&source), false).map(|()| {
                 // A read of local memory: PCIe lets no read pass the NIC's
                 // earlier writes, so every READ response received so far lands.
-                self.counters.dumps.fetch_add(1, Ordering::Relaxed);
+                bump(&self.counters.dumps, 1);
                 let landed = land_posted(st, None);
-                self.counters.read_writes_landed_by_dump.fetch_add(landed as u64, Ordering::Relaxed);
+                bump(&self.counters.read_writes_landed_by_dump, landed as u64);
                 (Await::None, None)
             }),
             WqeOp::Write { raddr, rkey, gather, inline, imm } => check_local(&st.mrs, &gather, false).map(|()| {
-                // The payload is read from memory once, straight into the
-                // MTU-sized packets it travels in.
-                let mut chunks = match inline {
-                    Some(d) => vec![d],
-                    // SAFETY: every gather entry was checked against a registered region.
-                    None => unsafe { gather_chunks(&gather, self.config.mtu) },
+                let total: u64 = match inline {
+                    Some(d) => d.len() as u64,
+                    None => gather.iter().map(|s| s.len).sum(),
                 };
-                let total: u64 = chunks.iter().map(|c| c.len() as u64).sum();
-                self.counters.writes.fetch_add(1, Ordering::Relaxed);
-                self.counters.payload_bytes.fetch_add(total, Ordering::Relaxed);
-                let out = if chunks.len() == 1 {
-                    let data = chunks.pop().expect("one chunk");
-                    Outgoing::Packet(Body::Write { raddr, rkey, total, offset: 0, last: true, imm, data })
-                } else {
-                    Outgoing::Write { raddr, rkey, total, imm, chunks }
+                bump(&self.counters.writes, 1);
+                bump(&self.counters.payload_bytes, total);
+                let out = match inline {
+                    Some(d) => Outgoing::Packet(Body::Write {
+                        raddr,
+                        rkey,
+                        total,
+                        offset: 0,
+                        last: true,
+                        imm,
+                        data: Payload::from_slice(d),
+                    }),
+                    // Read when sent, once, straight into its packets.
+                    None => Outgoing::Write { raddr, rkey, total, imm, gather },
                 };
                 (Await::Write, Some(out))
             }),
             WqeOp::Read { raddr, rkey, scatter } => check_local(&st.mrs, &scatter, true).map(|()| {
-                self.counters.reads.fetch_add(1, Ordering::Relaxed);
+                bump(&self.counters.reads, 1);
                 let len = scatter.iter().map(|s| s.len).sum();
                 (Await::Read { scatter }, Some(Outgoing::Packet(Body::Read { raddr, rkey, len })))
             }),
             WqeOp::Atomic { kind, raddr, rkey, swap_add, compare, result } => {
                 check_local(&st.mrs, std::slice::from_ref(&result), true).map(|()| {
-                    self.counters.atomics.fetch_add(1, Ordering::Relaxed);
+                    bump(&self.counters.atomics, 1);
                     (Await::Atomic { result }, Some(Outgoing::Packet(Body::Atomic { kind, raddr, rkey, swap_add, compare })))
                 })
             }
@@ -233,15 +241,36 @@ impl Inner {
     ) -> Result<(), WireError> {
         let mk = |body| Packet { src_node: self.node(), dst_node: node, src_qpn: qpn, dst_qpn: rqpn, msg, body };
         match out {
-            Outgoing::Write { raddr, rkey, total, imm, chunks } => {
-                let n = chunks.len();
+            Outgoing::Write { raddr, rkey, total, imm, gather } => {
+                // The payload is read from memory once, straight into the
+                // MTU-sized packets it travels in (at least one, empty for
+                // an empty message).
+                let mtu = self.config.mtu as u64;
+                let mut sges = gather.iter();
+                let (mut addr, mut left) = (0u64, 0u64);
                 let mut offset = 0u64;
-                for (k, data) in chunks.into_iter().enumerate() {
-                    let len = data.len() as u64;
-                    self.send(outbox, mk(Body::Write { raddr, rkey, total, offset, last: k + 1 == n, imm, data }))?;
-                    offset += len;
+                loop {
+                    let n = (total - offset).min(mtu);
+                    let mut data = Payload::with_capacity(n as usize);
+                    while (data.len() as u64) < n {
+                        while left == 0 {
+                            let s = sges.next().expect("the gather list holds `total` bytes");
+                            (addr, left) = (s.addr, s.len);
+                        }
+                        let k = left.min(n - data.len() as u64);
+                        // SAFETY: inside a gather entry, which execute()
+                        // checked against a registered region.
+                        unsafe { data.extend_from_raw(addr, k as usize) };
+                        addr += k;
+                        left -= k;
+                    }
+                    let last = offset + n == total;
+                    self.send(outbox, mk(Body::Write { raddr, rkey, total, offset, last, imm, data }))?;
+                    offset += n;
+                    if last {
+                        return Ok(());
+                    }
                 }
-                Ok(())
             }
             Outgoing::Packet(b) => self.send(outbox, mk(b)),
         }
@@ -250,14 +279,14 @@ impl Inner {
     /// Requester side: a response to one of our messages.
     pub(super) fn on_response(&self, st: &mut State, p: Packet) {
         let Some(qp) = st.qps.get_mut(&p.dst_qpn) else {
-            self.counters.packets_dropped.fetch_add(1, Ordering::Relaxed);
+            bump(&self.counters.packets_dropped, 1);
             return;
         };
         // Messages enter `inflight` in msg order (one number per WQE) and
         // leave from the front, so the reply's entry is found by subtraction.
         let pos = qp.inflight.front().and_then(|f| p.msg.checked_sub(f.msg)).map(|d| d as usize);
         let Some(pos) = pos.filter(|&i| qp.inflight.get(i).is_some_and(|e| e.msg == p.msg)) else {
-            self.counters.packets_dropped.fetch_add(1, Ordering::Relaxed);
+            bump(&self.counters.packets_dropped, 1);
             return;
         };
         if !matches!(qp.inflight[pos].status, Status::Pending) {
@@ -272,7 +301,7 @@ impl Inner {
                 let mut off = *offset;
                 let mut rest: &[u8] = data;
                 let mut base = 0u64;
-                for s in scatter {
+                for s in scatter.iter() {
                     if rest.is_empty() {
                         break;
                     }
@@ -280,10 +309,13 @@ impl Inner {
                         let at = off - base;
                         let n = ((s.len - at) as usize).min(rest.len());
                         match self.config.read_data_delay {
-                            // SAFETY: the scatter entry was checked (local write) at execution.
-                            None => unsafe { dma_write(s.addr + at, &rest[..n]) },
+                            None => {
+                                // SAFETY: the scatter entry was checked (local write) at execution.
+                                unsafe { dma_write(s.addr + at, &rest[..n]) };
+                                st.written.push((s.addr + at, n as u64));
+                            }
                             Some(d) => {
-                                self.counters.read_writes_delayed.fetch_add(1, Ordering::Relaxed);
+                                bump(&self.counters.read_writes_delayed, 1);
                                 let due = Instant::now() + d;
                                 st.posted.push_back(PostedWrite { due, addr: s.addr + at, data: rest[..n].to_vec() });
                             }
@@ -293,7 +325,7 @@ impl Inner {
                     }
                     base += s.len;
                 }
-                self.counters.payload_bytes.fetch_add(data.len() as u64, Ordering::Relaxed);
+                bump(&self.counters.payload_bytes, data.len() as u64);
                 if *last {
                     let total = scatter.iter().map(|s| s.len).sum::<u64>() as u32;
                     entry.status = Status::Ok { byte_cnt: total };
@@ -303,6 +335,7 @@ impl Inner {
                 // Host byte order (the DevX provider asks for host-endian atomics).
                 // SAFETY: the result entry was checked (8 bytes, local write).
                 unsafe { dma_write(result.addr, &old.to_ne_bytes()) };
+                st.written.push((result.addr, 8));
                 entry.status = Status::Ok { byte_cnt: 8 };
             }
             _ => fail = Some(syndrome::BAD_RESP_ERR),
@@ -311,7 +344,7 @@ impl Inner {
             qp.inflight[pos].status = Status::Err(s);
             self.enter_error(qp);
         }
-        st.dirty.insert(p.dst_qpn);
+        st.mark_dirty(p.dst_qpn);
     }
 }
 
@@ -325,6 +358,7 @@ pub(super) fn land_posted(st: &mut State, now: Option<Instant>) -> usize {
         // its READ executed, and deregistration lands everything first, so
         // the region is still registered and valid.
         unsafe { dma_write(w.addr, &w.data) };
+        st.written.push((w.addr, w.data.len() as u64));
         n += 1;
     }
     n
@@ -337,36 +371,24 @@ fn read_sq_dbr(qp: &Qp) -> u32 {
     u32::from_be(raw) & 0xffff
 }
 
-/// A request as execute() hands it to send_message: a WRITE's payload
-/// already cut into packets, or a single packet's body.
+/// A request as execute() hands it to send_message: a WRITE whose payload
+/// is read from its gather list as it is cut into packets, or a single
+/// packet's body.
 pub(super) enum Outgoing {
-    Write { raddr: u64, rkey: u32, total: u64, imm: Option<u32>, chunks: Vec<Vec<u8>> },
+    Write { raddr: u64, rkey: u32, total: u64, imm: Option<u32>, gather: SgList },
     Packet(Body),
 }
 
-/// The bytes of `gather`, in order, cut into chunks of at most `mtu` (at
-/// least one chunk, empty for an empty list).
-///
-/// # Safety
-/// Every entry must lie in a registered region (checked by the caller).
-unsafe fn gather_chunks(gather: &[Sge], mtu: usize) -> Vec<Vec<u8>> {
-    let total: usize = gather.iter().map(|s| s.len as usize).sum();
-    let mut chunks: Vec<Vec<u8>> = Vec::with_capacity(total.div_ceil(mtu).max(1));
-    chunks.push(Vec::with_capacity(total.min(mtu)));
-    for s in gather {
-        let (mut addr, mut left) = (s.addr, s.len as usize);
-        while left > 0 {
-            let room = mtu - chunks.last().expect("one chunk").len();
-            if room == 0 {
-                chunks.push(Vec::with_capacity((total - chunks.len() * mtu).min(mtu)));
-                continue;
-            }
-            let n = left.min(room);
-            // SAFETY: inside the entry, which the caller checked.
-            unsafe { dma_read_into(chunks.last_mut().expect("one chunk"), addr, n) };
-            addr += n as u64;
-            left -= n;
-        }
+/// Largest WQE: DS is 6 bits, 63 * 16 bytes, in 16 WQEBBs.
+const MAX_WQE_BYTES: usize = 16 * SEND_WQE_BB;
+
+/// Copies WQEBBs from `start` on (as many as `out` holds) out of the ring.
+fn read_wqebbs(qp: &Qp, start: u64, out: &mut [u8]) {
+    let cnt = 1u64 << qp.spec.log_wqe_cnt;
+    for (k, bb) in out.chunks_exact_mut(SEND_WQE_BB).enumerate() {
+        let slot = ((start + k as u64) & (cnt - 1)) as usize;
+        // SAFETY: the slot lies inside the send queue the creator keeps
+        // valid (create_qp's contract); the producer published it.
+        unsafe { std::ptr::copy_nonoverlapping((qp.spec.sq_buf + slot * SEND_WQE_BB) as *const u8, bb.as_mut_ptr(), SEND_WQE_BB) };
     }
-    chunks
 }

@@ -20,23 +20,24 @@ impl Inner {
 
     /// Responder side: executes one request packet.
     pub(super) fn respond(&self, st: &mut State, p: Packet) {
-        let accepted = st.qps.get(&p.dst_qpn).is_some_and(|q| {
+        // One lookup: the QP's protection domain and whether this message
+        // already failed come with the acceptance check.
+        let qp = st.qps.get(&p.dst_qpn).filter(|q| {
             matches!(q.state, QpState::Rtr | QpState::Rts) && q.remote == Some((p.src_node, p.src_qpn))
         });
-        if !accepted {
+        let Some((pd, failed_msg)) = qp.map(|q| (q.spec.pd, q.failed_msg)) else {
             // A real responder drops it and the requester retries until it
             // gives up: report what the requester would end with.
-            self.counters.packets_dropped.fetch_add(1, Ordering::Relaxed);
+            bump(&self.counters.packets_dropped, 1);
             if !matches!(&p.body, Body::Write { last: false, .. }) {
                 self.reply(&mut st.outbox, &p, Body::Nak { syndrome: syndrome::TRANSPORT_RETRY_EXC_ERR });
             }
             return;
-        }
-        let pd = st.qps[&p.dst_qpn].spec.pd;
+        };
         match &p.body {
             Body::Write { raddr, rkey, total, offset, last, imm, data } => {
                 let key = (p.src_node, p.src_qpn);
-                let failed_before = st.qps[&p.dst_qpn].failed_msg == Some((key.0, p.msg));
+                let failed_before = failed_msg == Some((key.0, p.msg));
                 if failed_before {
                     return;
                 }
@@ -49,7 +50,8 @@ impl Inner {
                 // SAFETY: [raddr, raddr+total) lies in a registered region, and
                 // offset + len <= total by construction of the packets.
                 unsafe { dma_write(raddr + offset, data) };
-                self.counters.payload_bytes.fetch_add(data.len() as u64, Ordering::Relaxed);
+                st.written.push((raddr + offset, data.len() as u64));
+                bump(&self.counters.payload_bytes, data.len() as u64);
                 if *last {
                     if let Some(imm) = imm {
                         if let Err(s) = self.deliver_imm(st, p.dst_qpn, *imm, *total as u32) {
@@ -70,7 +72,7 @@ impl Inner {
                             let n = (*len - off).min(mtu);
                             // SAFETY: inside the checked region.
                             let data = unsafe { dma_read(raddr + off, n as usize) };
-                            self.counters.payload_bytes.fetch_add(n, Ordering::Relaxed);
+                            bump(&self.counters.payload_bytes, n);
                             let last = off + n == *len;
                             self.reply(&mut st.outbox, &p, Body::ReadResponse { offset: off, last, data });
                             off += n;
@@ -99,7 +101,8 @@ impl Inner {
                                     .unwrap_or_else(|v| v)
                             }
                         };
-                        self.counters.payload_bytes.fetch_add(8, Ordering::Relaxed);
+                        bump(&self.counters.payload_bytes, 8);
+                        st.written.push((*raddr, 8));
                         self.reply(&mut st.outbox, &p, Body::AtomicResponse { old });
                     }
                 }

@@ -200,7 +200,7 @@ RG_INLINE int wait_word(const Ctx& x, const uint64_t* w, const uint64_t* offset,
       return b;
     }
     return wave::kSpinAgain;
-  });
+  }, counter ? nullptr : w);  // a counter wait also needs other queues' CQEs
 }
 
 }  // namespace gin

@@ -81,8 +81,12 @@ class SendQueue {
       const int b = bound.check();
       if (b) return fail_wait(b, RUST_GIN_WAIT_SQ_CREDIT, need, done);
       return wave::kSpinAgain;
-    });
+    }, cq_ring());
   }
+
+  // What credit and completion waits wait for: the NIC writing the CQ ring
+  // (the key a host-build waiter parks on, port/wave.h).
+  RG_INLINE const void* cq_ring() const { return reinterpret_cast<const void*>(rd(d_->cq_buf)); }
 
   // WQEBBs below this may be written again: completed and, where counters
   // are kept, credited (a slot's counter_log entry must be read first).
@@ -349,7 +353,7 @@ class SendQueue {
       const int b = bound.check();
       if (b) return fail_wait(b, what, target, done);
       return wave::kSpinAgain;
-    });
+    }, cq_ring());
     fence_acquire_system();
     return status;
   }

@@ -51,6 +51,13 @@ RG_EXTERN_C uint64_t rust_gin_host_clock_ns(void);
 // A doorbell for a queue whose descriptor names no host doorbell: counted
 // and reported by the host crate, never stored (nothing owns the address).
 RG_EXTERN_C void rust_gin_host_doorbell_unowned(volatile uint64_t* reg, uint64_t value);
+// Parking (host/park.rs), for wave::spin: begin registers the calling thread
+// as parked on `key` (an address the NIC writes; NULL: any NIC write) and
+// returns a token; the caller checks its condition once more, then end
+// sleeps until the NIC wakes it or `timeout_ns` passes (0: no sleep) and
+// unregisters. A token of 0 means no registration.
+RG_EXTERN_C uint32_t rust_gin_host_park_begin(const volatile void* key);
+RG_EXTERN_C void rust_gin_host_park_end(uint32_t token, uint64_t timeout_ns);
 #endif
 
 namespace rust_gin {
@@ -208,17 +215,11 @@ RG_INLINE void fence_release_system() { __atomic_thread_fence(__ATOMIC_RELEASE);
 RG_INLINE void fence_acquire_system() { __atomic_thread_fence(__ATOMIC_ACQUIRE); }
 RG_INLINE void fence_acq_rel_agent() { __atomic_thread_fence(__ATOMIC_ACQ_REL); }
 // The host build stands threads in for lanes; with NIC-emulating threads on
-// the same few cores, a waiter must give them the CPU: it yields, and after
-// ~256 turns (a wait far longer than a round trip) it sleeps 20 us a turn,
-// so long waits stop taking the cores in yield storms.
-RG_INLINE void backoff(uint32_t turn) {
-  if (turn < 256) {
-    sched_yield();
-  } else {
-    const struct timespec ts = {0, 20000};
-    nanosleep(&ts, nullptr);
-  }
-}
+// the same few cores, a waiter must give them the CPU. backoff() is the brief
+// spin: a yield per turn. A wait that outlasts it parks (wave::spin) until
+// the NIC writes what it waits on, so long waits neither storm the cores
+// with yields nor oversleep.
+RG_INLINE void backoff(uint32_t) { sched_yield(); }
 RG_INLINE uint64_t clock_ns() { return rust_gin_host_clock_ns(); }
 #endif
 

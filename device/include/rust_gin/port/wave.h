@@ -139,17 +139,42 @@ class Region {
 // the loop and is its result. (RUST_GIN_* codes are small and non-negative.)
 constexpr int kSpinAgain = INT_MIN;
 
+#if !RG_GPU
+// A plain host thread's wait: kSpinTurns yields (backoff), then it parks on
+// `key` (port.h, host/park.rs) and the NIC wakes it when it writes there; a
+// park lasts at most kParkMinNs, doubling up to kParkMaxNs, for writers that
+// wake nobody (another thread's store, a real NIC). Registration comes
+// before the last look at the condition, so a write in between is not
+// missed.
+constexpr uint32_t kSpinTurns = 32;
+constexpr uint64_t kParkMinNs = 50000;
+constexpr uint64_t kParkMaxNs = 800000;
+template <typename Step>
+RG_INLINE int park(Step& step, const volatile void* key, uint32_t turn) {
+  const uint32_t parks = turn - kSpinTurns;
+  const uint64_t timeout = parks < 4 ? kParkMinNs << parks : kParkMaxNs;
+  const uint32_t token = rust_gin_host_park_begin(key);
+  const int r = step();
+  rust_gin_host_park_end(token, r == kSpinAgain ? timeout : 0);
+  return r;
+}
+#endif
+
 // The one wait loop of the device library: calls step() until it returns
 // something other than kSpinAgain, backing off between tries. In a lockstep
 // wave this is a loop as the hardware runs it: the lanes that entered it
 // together iterate together, a lane whose step is done waits at the loop's
 // end, and the loop ends for all only when every lane has left it; the other
 // lanes of the wave wait meanwhile. A step must not itself use wave
-// primitives or spin.
+// primitives or spin. `key` names what the loop waits for, an address the
+// NIC writes (a signal word, a CQ ring), so that the host build's waiter is
+// woken by exactly that write; NULL (the form without a key): a wait on
+// several things, woken by any NIC write. The GPU ignores it.
 template <typename Step>
-RG_INLINE int spin(Step step, RG_SITE_PARAMS) {
+RG_INLINE int spin(Step step, const volatile void* key, RG_SITE_PARAMS) {
 #if RG_GPU
   (void)rg_file, (void)rg_line;
+  (void)key;
 #else
   if (rust_gin_ls_lane() >= 0) {
     rust_gin_ls_spin_enter(RG_SITE);
@@ -163,8 +188,22 @@ RG_INLINE int spin(Step step, RG_SITE_PARAMS) {
   for (uint32_t turn = 0;; ++turn) {
     const int r = step();
     if (r != kSpinAgain) return r;
+#if RG_GPU
     backoff(turn);
+#else
+    if (turn < kSpinTurns) {
+      backoff(turn);
+    } else {
+      const int p = park(step, key, turn);
+      if (p != kSpinAgain) return p;
+    }
+#endif
   }
+}
+
+template <typename Step>
+RG_INLINE int spin(Step step, RG_SITE_PARAMS) {
+  return spin(step, static_cast<const volatile void*>(nullptr), RG_SITE);
 }
 
 }  // namespace wave
