@@ -176,7 +176,7 @@ RG_INLINE int spin(Step step, const volatile void* key, RG_SITE_PARAMS) {
   (void)rg_file, (void)rg_line;
   (void)key;
 #else
-  if (rust_gin_ls_lane() >= 0) {
+  if (lockstep_lane() >= 0) {
     rust_gin_ls_spin_enter(RG_SITE);
     int r = kSpinAgain;
     for (;;) {
