@@ -342,3 +342,44 @@ fn a_write_gathered_from_three_entries_crosses_packet_boundaries_byte_for_byte()
     assert_eq!(k.packets_sent, 2 + 1, "6003 bytes in two 4096-byte packets, and one ACK");
     assert_eq!(k.payload_bytes, 2 * 6003, "read once at the requester, written once at the responder");
 }
+
+/// The responder coalesces ACKs as RC responders do: one ACK answers every
+/// WRITE of a QP that arrived in one step, and acknowledges them all, and
+/// an error reply comes after the ACK of the writes before it, so the
+/// requester completes those and fails only the bad one.
+#[test]
+fn one_coalesced_ack_completes_a_burst_of_writes_and_a_nak_stays_in_order() {
+    let fabric = Fabric::threads();
+    let a = Side::new(&fabric, "a", 1 << 16, ALL);
+    let link = Link::new(&a, &a, 6, SECOND);
+    let reqs: Vec<_> = (0..16u64).map(|i| write_inline(i + 1, 8, a.addr(8 * i), a.mr.rkey)).collect();
+    link.sq.post_deferred(&reqs).unwrap();
+    link.sq.ring();
+    fabric.step_until_idle();
+    link.sq.quiet().unwrap();
+    for i in 0..16u64 {
+        let mut w = [0u8; 8];
+        a.buf.read(8 * i as usize, &mut w);
+        assert_eq!(u64::from_ne_bytes(w), i + 1);
+    }
+    let k = a.nic.counters();
+    assert_eq!(k.writes, 16);
+    assert_eq!(k.packets_sent, 16 + 1, "16 WRITE packets and one ACK for all of them");
+
+    // Three good writes, a bad rkey, then more: the three complete, the bad
+    // one fails with a remote access error, the rest are flushed.
+    let mut reqs: Vec<_> = (0..6u64).map(|i| write_inline(100 + i, 8, a.addr(1024 + 8 * i), a.mr.rkey)).collect();
+    reqs[3].rkey ^= 0x100;
+    link.sq.post_deferred(&reqs).unwrap();
+    link.sq.ring();
+    fabric.step_until_idle();
+    assert!(link.sq.quiet().is_err(), "the bad rkey fails the queue");
+    for i in 0..3u64 {
+        let mut w = [0u8; 8];
+        a.buf.read(1024 + 8 * i as usize, &mut w);
+        assert_eq!(u64::from_ne_bytes(w), 100 + i, "write {i} before the bad one landed");
+    }
+    let e = link.sq.error().expect("the error is recorded");
+    assert_eq!(e.syndrome, syndrome::REMOTE_ACCESS_ERR, "{e}");
+    assert_eq!(e.wqe_index, 16 + 3, "the failed WQE is the bad one, not an earlier write");
+}

@@ -182,6 +182,10 @@ struct Qp {
     recv_credits: u64,
     /// Responder: a message that already failed (its later packets are dropped).
     failed_msg: Option<(u32, u64)>,
+    /// Responder: the ACK for the newest WRITE executed this step, sent at
+    /// the step's end (or before any other reply of this QP): one ACK
+    /// acknowledges every message up to its own, as RC's coalesced ACKs do.
+    pending_ack: Option<Packet>,
 }
 
 struct State {
@@ -198,6 +202,8 @@ struct State {
     /// Memory the NIC wrote this step ([addr, addr + len): CQ rings, data,
     /// atomic words): threads parked on it are woken at the step's end.
     written: Vec<(u64, u64)>,
+    /// QPs holding a pending ACK (Qp::pending_ack), in the order they got one.
+    ack_qps: Vec<u32>,
     /// READ data not landed yet, oldest first (all with one delay, so also
     /// in order of `due`).
     posted: VecDeque<PostedWrite>,
@@ -367,6 +373,7 @@ impl EmuNic {
                 dirty_spare: Vec::new(),
                 rung_spare: Vec::new(),
                 written: Vec::new(),
+                ack_qps: Vec::new(),
                 posted: VecDeque::new(),
                 outbox: Outbox::default(),
                 inbox: VecDeque::new(),
@@ -526,6 +533,7 @@ impl EmuNic {
                 inflight: VecDeque::new(),
                 recv_credits: 0,
                 failed_msg: None,
+                pending_ack: None,
             },
         );
         drop(st);

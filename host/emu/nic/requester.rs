@@ -34,6 +34,7 @@ impl Inner {
             }
         }
         st.inbox = inbox; // keeps its capacity for the next step
+        self.flush_acks(&mut st);
         progress |= self.flush_outbox(&mut st);
         progress |= self.check_peers(&mut st);
         // QPs with work, in QP order, each once (as a set would give them).
@@ -295,7 +296,16 @@ impl Inner {
         let mut fail = None;
         let entry = &mut qp.inflight[pos];
         match (&p.body, &entry.awaits) {
-            (Body::Ack, _) => entry.status = Status::Ok { byte_cnt: 0 },
+            (Body::Ack, _) => {
+                entry.status = Status::Ok { byte_cnt: 0 };
+                // A coalesced ACK: every earlier WRITE is acknowledged too
+                // (READ and atomic responses were sent before it, in order).
+                for e in qp.inflight.range_mut(..pos) {
+                    if matches!(e.status, Status::Pending) && matches!(e.awaits, Await::Write) {
+                        e.status = Status::Ok { byte_cnt: 0 };
+                    }
+                }
+            }
             (Body::Nak { syndrome }, _) => fail = Some(*syndrome),
             (Body::ReadResponse { offset, last, data }, Await::Read { scatter }) => {
                 let mut off = *offset;

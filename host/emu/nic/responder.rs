@@ -18,6 +18,44 @@ impl Inner {
         }
     }
 
+    /// The ACK of a WRITE, held until the step's end (or the QP's next
+    /// other reply): a later WRITE's ACK of the same QP replaces it, as one
+    /// coalesced ACK acknowledges every earlier message (on_response).
+    fn defer_ack(&self, st: &mut State, req: &Packet) {
+        let ack = Packet {
+            src_node: self.node(),
+            dst_node: req.src_node,
+            src_qpn: req.dst_qpn,
+            dst_qpn: req.src_qpn,
+            msg: req.msg,
+            body: Body::Ack,
+        };
+        let Some(qp) = st.qps.get_mut(&req.dst_qpn) else { return };
+        if qp.pending_ack.replace(ack).is_none() {
+            st.ack_qps.push(req.dst_qpn);
+        }
+    }
+
+    /// Sends the QP's pending ACK now: before any other reply of the QP, so
+    /// the requester sees its answers in message order.
+    fn flush_ack(&self, st: &mut State, qpn: u32) {
+        if let Some(ack) = st.qps.get_mut(&qpn).and_then(|q| q.pending_ack.take()) {
+            if let Err(e) = self.send(&mut st.outbox, ack) {
+                tracing::warn!(error = %e, "emulated NIC: cannot send an ACK");
+            }
+        }
+    }
+
+    /// Sends every pending ACK (the step's end).
+    pub(super) fn flush_acks(&self, st: &mut State) {
+        let mut qps = std::mem::take(&mut st.ack_qps);
+        for &qpn in &qps {
+            self.flush_ack(st, qpn);
+        }
+        qps.clear();
+        st.ack_qps = qps; // keeps its capacity
+    }
+
     /// Responder side: executes one request packet.
     pub(super) fn respond(&self, st: &mut State, p: Packet) {
         // One lookup: the QP's protection domain and whether this message
@@ -44,6 +82,7 @@ impl Inner {
                 let check = st.mrs.check_remote(pd, *rkey, *raddr, *total, Access::REMOTE_WRITE);
                 if let Err(e) = check {
                     st.qps.get_mut(&p.dst_qpn).expect("qp").failed_msg = Some((key.0, p.msg));
+                    self.flush_ack(st, p.dst_qpn);
                     self.reply(&mut st.outbox, &p, Body::Nak { syndrome: remote_syndrome(e) });
                     return;
                 }
@@ -55,14 +94,16 @@ impl Inner {
                 if *last {
                     if let Some(imm) = imm {
                         if let Err(s) = self.deliver_imm(st, p.dst_qpn, *imm, *total as u32) {
+                            self.flush_ack(st, p.dst_qpn);
                             self.reply(&mut st.outbox, &p, Body::Nak { syndrome: s });
                             return;
                         }
                     }
-                    self.reply(&mut st.outbox, &p, Body::Ack);
+                    self.defer_ack(st, &p);
                 }
             }
             Body::Read { raddr, rkey, len } => {
+                self.flush_ack(st, p.dst_qpn);
                 match st.mrs.check_remote(pd, *rkey, *raddr, *len, Access::REMOTE_READ) {
                     Err(e) => self.reply(&mut st.outbox, &p, Body::Nak { syndrome: remote_syndrome(e) }),
                     Ok(_) => {
@@ -84,6 +125,7 @@ impl Inner {
                 }
             }
             Body::Atomic { kind, raddr, rkey, swap_add, compare } => {
+                self.flush_ack(st, p.dst_qpn);
                 if raddr % 8 != 0 {
                     self.reply(&mut st.outbox, &p, Body::Nak { syndrome: syndrome::REMOTE_INVAL_REQ_ERR });
                     return;
