@@ -16,6 +16,7 @@ pub mod comm;
 pub mod handle;
 pub mod mesh;
 pub mod properties;
+pub mod rails;
 pub mod registry;
 pub mod thunks;
 
