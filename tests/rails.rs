@@ -143,35 +143,18 @@ fn rank_body(p: &Plugin, r: &Rank, sync: &dyn Fn()) {
         got.buf.read(0, &mut g);
         assert!(g.iter().enumerate().all(|(i, b)| *b == pattern(peer as usize, i)), "rank {me}: get from {peer}");
     }
-    let (q, has) = p.query_error(gctx);
-    assert_eq!(q, OK);
-    assert!(!has, "no device-side error");
-    sync();
-    for w in [&src, &dst, &sig, &got] {
-        // SAFETY: valid tokens.
-        assert_eq!(unsafe { (p.v.dereg_mr_sym.unwrap())(r.coll, w.mh) }, OK, "deregMrSym");
-    }
-    assert_eq!(p.call_ptr(p.v.destroy_context, gctx), OK, "destroyContext");
-    sync();
-    assert_eq!(p.call_ptr(p.v.close_coll, r.coll), OK, "closeColl");
-    assert_eq!(p.call_ptr(p.v.finalize, r.ctx), OK, "finalize");
+    teardown(p, r, gctx, &[&src, &dst, &sig, &got], sync);
 }
 
 #[test]
 fn two_ranks_two_rails_contexts_on_different_nics_data_and_signals_arrive() {
     let p = plugin_with_rails();
     let n = 2;
-    let ex = Exchange::new(n);
-    std::thread::scope(|s| {
-        for rank in 0..n {
-            let ex = ex.clone();
-            s.spawn(move || {
-                let mut r = open(p, rank as i32, n as i32);
-                let all = ex.allgather(rank, r.handle);
-                assert_eq!(p.connect(&mut r, &all), OK, "connect");
-                rank_body(p, &r, &|| ex.barrier());
-            });
-        }
+    Exchange::as_threads(n, |rank, ex| {
+        let mut r = open(p, rank as i32, n as i32);
+        let all = ex.allgather(rank, r.handle);
+        assert_eq!(p.connect(&mut r, &all), OK, "connect");
+        rank_body(p, &r, &|| ex.barrier());
     });
 }
 
