@@ -47,6 +47,8 @@ pub struct Config {
     /// QPs that share one UAR page (its doorbell register); 0 = all QPs of a
     /// device context.
     pub qps_per_uar: u32,
+    /// NICs (rails) per context set: context c uses rail c mod rails.
+    pub rails: u32,
 }
 
 impl Default for Config {
@@ -67,6 +69,7 @@ impl Default for Config {
             gid_index: -1,
             traffic_class: 0,
             qps_per_uar: 16,
+            rails: 1,
         }
     }
 }
@@ -89,7 +92,11 @@ pub const KNOBS: &[(&str, &str, &str)] = &[
     ("RCCL_RUST_GIN_GID_INDEX", "-1", "mlx5 only: GID index for RoCE; -1 picks a RoCE v2 IPv4-mapped GID"),
     ("RCCL_RUST_GIN_TRAFFIC_CLASS", "0", "traffic class when RCCL's config leaves trafficClass undefined (-1)"),
     ("RCCL_RUST_GIN_QPS_PER_UAR", "16", "mlx5 only: queue pairs that share one UAR page and its doorbell register (1 = a page per QP, 0 = one page per device context); docs/architecture.md says why sharing is safe"),
+    ("RCCL_RUST_GIN_RAILS", "1", "NICs per context set, 1 to 16: the NIC RCCL's listen(dev) names, then the others closest to the GPU by PCI path; context c uses rail c mod the number of rails (emu: as many emulated NICs per rank); docs/architecture.md, \"Rails\""),
 ];
+
+/// The most rails (NICs per context set) RCCL_RUST_GIN_RAILS takes.
+pub const MAX_RAILS: u32 = 16;
 
 fn var(name: &str) -> Option<String> {
     std::env::var(name).ok().map(|v| v.trim().to_string()).filter(|v| !v.is_empty())
@@ -178,6 +185,9 @@ impl Config {
         }
         if let Some(v) = get("RCCL_RUST_GIN_QPS_PER_UAR") {
             c.qps_per_uar = number("RCCL_RUST_GIN_QPS_PER_UAR", &v, 0, 1 << 20)?;
+        }
+        if let Some(v) = get("RCCL_RUST_GIN_RAILS") {
+            c.rails = number("RCCL_RUST_GIN_RAILS", &v, 1, MAX_RAILS)?;
         }
         Ok(c)
     }

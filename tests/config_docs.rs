@@ -69,6 +69,7 @@ fn spec(name: &str) -> Option<Spec> {
         "RCCL_RUST_GIN_GID_INDEX" => ("3", || at_load("RCCL_RUST_GIN_GID_INDEX", "-2")),
         "RCCL_RUST_GIN_TRAFFIC_CLASS" => ("106", || at_load("RCCL_RUST_GIN_TRAFFIC_CLASS", "256")),
         "RCCL_RUST_GIN_QPS_PER_UAR" => ("1", || at_load("RCCL_RUST_GIN_QPS_PER_UAR", "-1")),
+        "RCCL_RUST_GIN_RAILS" => ("2", || at_load("RCCL_RUST_GIN_RAILS", "17")),
         _ => return None,
     })
 }

@@ -22,17 +22,11 @@ use std::sync::Arc;
 
 fn run_threads(n: usize) {
     let p = plugin();
-    let ex = Exchange::new(n);
-    std::thread::scope(|s| {
-        for rank in 0..n {
-            let ex = ex.clone();
-            s.spawn(move || {
-                let mut r = p.open_rank(rank as i32, n as i32);
-                let all = ex.allgather(rank, r.handle);
-                assert_eq!(p.connect(&mut r, &all), OK, "connect");
-                run_connected(p, &r, &|| ex.barrier());
-            });
-        }
+    Exchange::as_threads(n, |rank, ex| {
+        let mut r = p.open_rank(rank as i32, n as i32);
+        let all = ex.allgather(rank, r.handle);
+        assert_eq!(p.connect(&mut r, &all), OK, "connect");
+        run_connected(p, &r, &|| ex.barrier());
     });
 }
 

@@ -2,13 +2,16 @@
 //! kernel sees (docs/architecture.md, "What a kernel sees").
 //!
 //! Per context and peer: one RC queue pair (send queue, CQ of the same depth,
-//! doorbell records, a dedicated UAR) and its descriptor. Per context: a
-//! signal table (the target of the peers' remote atomics), signal offsets,
-//! counters and an 8-byte sink for atomic results. Once: the handle and the
-//! sticky error record.
+//! doorbell records, a dedicated UAR) and its descriptor, on the context's
+//! rail (session::rails). Per context: a signal table (the target of the
+//! peers' remote atomics), signal offsets, counters and an 8-byte sink for
+//! atomic results. Once: the handle and the sticky error record. The signal
+//! tables and the sink are registered on every rail, and each context's
+//! descriptors carry its rail's keys.
 
 use crate::session::comm::CollComm;
 use crate::session::mesh::{PeerSet, QpMesh};
+use crate::session::rails::{on_rail, rail_of, RailSet};
 use crate::abi::{
     rust_gin_context, rust_gin_error, rust_gin_handle, rust_gin_mlx5_sq, rust_gin_peer,
     RUST_GIN_DEVICE_ABI_VERSION, RUST_GIN_HANDLE_MAGIC,
@@ -162,23 +165,44 @@ impl GinContext {
         let counters = alloc.alloc(per(settings.n_counters), 64, Object::Counters)?;
         let sink = alloc.alloc(64, 64, Object::Sink)?;
         let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
-        // SAFETY: the buffers live in the context, which drops the regions first.
-        let signals_mr = unsafe { nic.reg_mr(signals.dev_addr(), signals.len() as u64, access)? };
-        // SAFETY: as above.
-        let sink_mr = unsafe { nic.reg_mr(sink.dev_addr(), sink.len() as u64, Access::LOCAL_WRITE)? };
+        // Per rail: the signal table (peers' atomics arrive on every rail)
+        // and the sink (atomic results, the flush byte), in the same order
+        // on every rail.
+        let nrails = coll.rails.len();
+        let mut signals_mrs = Vec::with_capacity(nrails);
+        let mut sink_mrs = Vec::with_capacity(nrails);
+        for (k, rail_nic) in coll.rails.iter().enumerate() {
+            let at = |what: &str| format!("registering the {what} on {}", RailSet::label(k, &**rail_nic));
+            // SAFETY: the buffers live in the context, which drops the regions first.
+            let mr = unsafe { rail_nic.reg_mr(signals.dev_addr(), signals.len() as u64, access) };
+            signals_mrs.push(mr.map_err(|e| on_rail(e, &at("signal table")))?);
+            // SAFETY: as above.
+            let mr = unsafe { rail_nic.reg_mr(sink.dev_addr(), sink.len() as u64, Access::LOCAL_WRITE) };
+            sink_mrs.push(mr.map_err(|e| on_rail(e, &at("sink")))?);
+        }
 
-        // Tell every peer the QPs meant for it, and where our signals are.
-        let mut sig = Vec::with_capacity(12);
-        sig.extend_from_slice(&signals_mr.addr().to_le_bytes());
-        sig.extend_from_slice(&signals_mr.rkey().to_le_bytes());
+        // Tell every peer the QPs meant for it, and where our signals are
+        // (address and rkey per rail).
+        let mut sig = Vec::with_capacity(12 * nrails);
+        for mr in &signals_mrs {
+            sig.extend_from_slice(&mr.addr().to_le_bytes());
+            sig.extend_from_slice(&mr.rkey().to_le_bytes());
+        }
         let mesh =
             QpMesh::build(&coll, nctx, settings.log_depth, settings.traffic_class, cfg.rings_in_device_memory, &sig, peers)?;
+        // remote_signals[rank][rail]
         let mut remote_signals = Vec::with_capacity(nranks as usize);
         for m in &mesh.extras {
             // Empty for a rank not connected: its signals are never addressed.
-            let base = m.get(0..8).map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8")));
-            let rkey = m.get(8..12).map_or(0, |b| u32::from_le_bytes(b.try_into().expect("4")));
-            remote_signals.push((base, rkey));
+            let per_rail: Vec<(u64, u32)> = (0..nrails)
+                .map(|k| {
+                    let at = 12 * k;
+                    let base = m.get(at..at + 8).map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8")));
+                    let rkey = m.get(at + 8..at + 12).map_or(0, |b| u32::from_le_bytes(b.try_into().expect("4")));
+                    (base, rkey)
+                })
+                .collect();
+            remote_signals.push(per_rail);
         }
         let connected = mesh.peers;
         let npeers = connected.len() as u32;
@@ -203,15 +227,17 @@ impl GinContext {
         let peers = alloc.alloc(std::mem::size_of::<rust_gin_peer>() * (nctx * nranks) as usize, 64, Object::Peers)?;
         let contexts = alloc.alloc(std::mem::size_of::<rust_gin_context>() * nctx as usize, 64, Object::Contexts)?;
         for c in 0..nctx {
+            let rail = rail_of(c, nrails);
+            let sink_lkey = sink_mrs[rail].lkey();
             for p in 0..nranks {
-                let (base, rkey) = remote_signals[p as usize];
+                let (base, rkey) = remote_signals[p as usize][rail];
                 // A rank outside a v15 peer array gets a descriptor without
                 // queue state: the device refuses operations to it
                 // (RUST_GIN_ARG_PEER_NOT_CONNECTED) and flushes skip it.
                 let sq = match connected.slot(p) {
                     Some(s) => qp(c, s)
                         .descriptor(p, error.dev_addr(), timeout_ns)
-                        .with_read_flush(sink.dev_addr() + crate::mlx5::queue::SINK_FLUSH_BYTE, sink_mr.lkey())
+                        .with_read_flush(sink.dev_addr() + crate::mlx5::queue::SINK_FLUSH_BYTE, sink_lkey)
                         .with_counters(
                             log_at[(c * npeers + s) as usize],
                             counters.dev_addr() + (c as usize * u64s(settings.n_counters)) as u64,
@@ -232,7 +258,7 @@ impl GinContext {
                 signal_offsets: offsets.dev_addr() + (c as usize * u64s(settings.n_signals)) as u64,
                 counters: counters.dev_addr() + (c as usize * u64s(settings.n_counters)) as u64,
                 sink: sink.dev_addr(),
-                sink_lkey: sink_mr.lkey(),
+                sink_lkey,
                 n_signals: settings.n_signals,
                 n_counters: settings.n_counters,
                 reserved: 0,
@@ -267,7 +293,7 @@ impl GinContext {
             settings,
             qps,
             peers: connected,
-            _regions: vec![signals_mr, sink_mr],
+            _regions: signals_mrs.into_iter().chain(sink_mrs).collect(),
             handle,
             _contexts: contexts,
             _peers: peers,

@@ -67,6 +67,11 @@ impl Plugin for Gin {
         Ok((config, provider))
     }
 
+    /// RCCL_RUST_GIN_RAILS: the NICs a context set spreads over.
+    fn rails(config: &Config) -> usize {
+        config.rails as usize
+    }
+
     /// This backend's device ABI.
     const OFFLOAD: Offload = Offload {
         net_device_type: NCCL_NET_DEVICE_GIN_RUST,
@@ -299,6 +304,12 @@ pub static ncclGinRustPlugin_v15: NcclGinV15 = plugin_vtable_value!(NcclGinV15, 
     reg_mr_sym_dma_buf: reg_mr_sym_dma_buf,
     gin_progress: gin_progress,
 });
+
+/// What each rail's NIC of a collComm counted, rail 0 first (tests and
+/// tools that hold a collComm token; docs/architecture.md, "Rails").
+pub fn rail_counters(coll_comm: *mut c_void) -> Result<Vec<(String, Option<crate::provider::CounterSnapshot>)>> {
+    Ok(SESSIONS.coll(coll_comm)?.rail_counters())
+}
 
 /// Looks up a live context (tests and tools that hold a ginCtx token).
 pub fn context(gin_ctx: *mut c_void) -> Result<Arc<GinContext>> {

@@ -50,6 +50,9 @@ fn fabric_id(which: &EmuFabric) -> u64 {
 }
 
 pub struct EmuProvider {
+    /// Emulated NICs per rank: as many as RCCL_RUST_GIN_RAILS asks for, each
+    /// its own node on the fabric (and its own polling thread).
+    nics: usize,
     fabric: EmuFabric,
     progress: EmuProgress,
     mtu: usize,
@@ -59,6 +62,7 @@ pub struct EmuProvider {
 impl EmuProvider {
     pub fn new(config: &Config) -> Result<EmuProvider> {
         Ok(EmuProvider {
+            nics: config.rails.max(1) as usize,
             fabric: config.emu_fabric.clone(),
             progress: config.emu_progress,
             mtu: config.emu_mtu,
@@ -67,11 +71,11 @@ impl EmuProvider {
     }
 }
 
-fn emu_info() -> NicInfo {
+fn emu_info(dev: usize) -> NicInfo {
     NicInfo {
-        name: "rust-gin-emu0".into(),
-        pci_path: "/sys/devices/virtual/rust-gin/emu0".into(),
-        guid: 0x5247_454d_5530_0001,
+        name: format!("rust-gin-emu{dev}"),
+        pci_path: format!("/sys/devices/virtual/rust-gin/emu{dev}"),
+        guid: 0x5247_454d_5530_0001 + dev as u64,
         speed_mbps: 400_000,
         port: 1,
         // Kernel buffers are host memory here (no GPU): both kinds register.
@@ -79,7 +83,7 @@ fn emu_info() -> NicInfo {
         ptr_support: NCCL_PTR_HOST | NCCL_PTR_CUDA,
         max_message: 1 << 31,
         latency_us: 0.0,
-        // One NIC per rank; its step loop executes every incoming packet, from
+        // Per NIC: its step loop executes every incoming packet, from
         // every peer and QP, one at a time in arrival order under one lock,
         // storing a write's bytes before it looks at the next packet; a signal
         // is a fetch-and-add with release semantics after all of them.
@@ -92,17 +96,17 @@ impl Provider for EmuProvider {
         ProviderKind::Emu
     }
     fn devices(&self) -> usize {
-        1
+        self.nics
     }
     fn info(&self, dev: usize) -> Result<NicInfo> {
-        check_dev(dev, 1)?;
-        Ok(emu_info())
+        check_dev(dev, self.nics)?;
+        Ok(emu_info(dev))
     }
     fn open(&self, dev: usize) -> Result<Arc<dyn Nic>> {
-        check_dev(dev, 1)?;
+        check_dev(dev, self.nics)?;
         let f = fabric(&self.fabric)?;
         let nic = EmuNic::new(&f, NicConfig {
-                name: format!("emu-{}", std::process::id()),
+                name: format!("emu-{}-{dev}", std::process::id()),
                 mtu: self.mtu,
                 read_data_delay: self.read_data_delay,
             })
@@ -111,11 +115,12 @@ impl Provider for EmuProvider {
             nic.start_polling();
         }
         let pd = nic.alloc_pd();
-        Ok(Arc::new(EmuDevice { nic, pd, fabric_id: fabric_id(&self.fabric), progress: self.progress }))
+        Ok(Arc::new(EmuDevice { dev, nic, pd, fabric_id: fabric_id(&self.fabric), progress: self.progress }))
     }
 }
 
 pub struct EmuDevice {
+    dev: usize,
     nic: EmuNic,
     pd: u32,
     fabric_id: u64,
@@ -181,7 +186,7 @@ impl Nic for EmuDevice {
         ProviderKind::Emu
     }
     fn info(&self) -> NicInfo {
-        emu_info()
+        emu_info(self.dev)
     }
     fn address(&self) -> NicAddress {
         let mut a = [0u8; super::NIC_ADDRESS_BYTES];
@@ -234,7 +239,7 @@ impl Nic for EmuDevice {
     fn capabilities(&self) -> crate::provider::caps::Capabilities {
         use crate::provider::caps::{Capabilities, Known};
         Capabilities {
-            nic: emu_info().name,
+            nic: emu_info(self.dev).name,
             // Executed by the NIC's step loop on host memory.
             remote_atomics: Known::Yes,
             atomics_use_pcie: false,

@@ -111,6 +111,49 @@ pub trait Provider: Send + Sync {
     fn devices(&self) -> usize;
     fn info(&self, dev: usize) -> Result<NicInfo>;
     fn open(&self, dev: usize) -> Result<Arc<dyn Nic>>;
+    /// The sysfs PCI path of the GPU this process posts from
+    /// (`/sys/devices/pci0000:c0/.../0000:c1:00.0`), where known: rails
+    /// are the NICs closest to it. None: no GPU (the emulated NIC), or its
+    /// path is unknown.
+    fn gpu_pci_path(&self) -> Option<String> {
+        None
+    }
+}
+
+/// The devices of `n` rails (docs/architecture.md, "Rails"): `first` (the
+/// device RCCL's listen names) as rail 0, then the others by PCI distance
+/// to the GPU ([`rail_order`]); fewer when the provider has fewer devices.
+pub fn pick_rails(provider: &dyn Provider, first: usize, n: usize) -> Result<Vec<usize>> {
+    check_dev(first, provider.devices())?;
+    if n <= 1 {
+        return Ok(vec![first]);
+    }
+    let paths = (0..provider.devices()).map(|d| provider.info(d).map(|i| i.pci_path)).collect::<Result<Vec<_>>>()?;
+    let mut order = rail_order(first, provider.gpu_pci_path().as_deref(), &paths);
+    order.truncate(n);
+    Ok(order)
+}
+
+/// Every device index, `first` first, then the others ordered by their
+/// distance to `gpu` in the PCI tree (the path components of the two sysfs
+/// paths not shared: a NIC behind the GPU's own switch is 2 away, one behind
+/// the same root port farther, one under another root complex farthest),
+/// ties and unknown paths (empty, or no GPU path) by index.
+pub fn rail_order(first: usize, gpu: Option<&str>, nic_paths: &[String]) -> Vec<usize> {
+    let parts = |p: &str| -> Vec<String> { p.split('/').filter(|c| !c.is_empty()).map(str::to_string).collect() };
+    let distance = |nic: &str| -> usize {
+        match gpu {
+            Some(g) if !g.is_empty() && !nic.is_empty() => {
+                let (a, b) = (parts(g), parts(nic));
+                let common = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+                (a.len() - common) + (b.len() - common)
+            }
+            _ => usize::MAX,
+        }
+    };
+    let mut rest: Vec<usize> = (0..nic_paths.len()).filter(|&d| d != first).collect();
+    rest.sort_by_key(|&d| (distance(&nic_paths[d]), d));
+    std::iter::once(first).chain(rest).collect()
 }
 
 /// Who posts to the queues a NIC creates, which decides where their memory

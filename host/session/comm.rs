@@ -4,10 +4,11 @@ use super::handle::ListenHandle;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::ffi::nccl::NCCL_NET_HANDLE_MAXSIZE;
-use crate::{bad_arg, info_line};
+use super::rails::{on_rail, RailSet};
+use crate::{bad_arg, info_line, warn_line};
 use std::ffi::{c_int, c_void};
 use crate::oob::{self, Listener, Mesh};
-use crate::provider::{Nic, NicAddress, Provider};
+use crate::provider::{CounterSnapshot, Nic, NicAddress, Provider, NIC_ADDRESS_BYTES};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,40 +40,70 @@ impl Instance {
     }
 }
 
-/// listen(): an opened NIC and the connection-setup socket.
+/// listen(): the opened NICs (one per rail, `dev` first) and the
+/// connection-setup socket.
 pub struct ListenComm {
     pub instance: Arc<Instance>,
     pub dev: usize,
+    /// Every rail's NIC as one ([`RailSet`]); rail 0's itself with one rail.
     pub nic: Arc<dyn Nic>,
+    /// One NIC per rail, rail 0 = `dev`.
+    pub rails: Vec<Arc<dyn Nic>>,
     pub listener: Arc<Listener>,
     pub handle: ListenHandle,
 }
 
 impl ListenComm {
-    pub fn new(instance: Arc<Instance>, dev: usize) -> Result<ListenComm> {
+    /// Opens `dev` and, for `rails` > 1, the next closest NICs
+    /// ([`crate::provider::pick_rails`]); a NIC that fails to open is named
+    /// with its rail in the error.
+    pub fn new(instance: Arc<Instance>, dev: usize, rails: usize) -> Result<ListenComm> {
         instance.check_alive()?;
-        let nic = instance.provider.open(dev)?;
+        let provider = &instance.provider;
+        let devs = crate::provider::pick_rails(&**provider, dev, rails)?;
+        if devs.len() < rails {
+            warn_line!(
+                "RCCL_RUST_GIN_RAILS={rails}, but the {:?} provider has {} NIC(s): using {} rail(s)",
+                provider.kind(),
+                provider.devices(),
+                devs.len()
+            );
+        }
+        let mut nics = Vec::with_capacity(devs.len());
+        for (rail, &d) in devs.iter().enumerate() {
+            let nic = provider.open(d).map_err(|e| {
+                let name = provider.info(d).map(|i| i.name).unwrap_or_else(|_| format!("device {d}"));
+                on_rail(e, &format!("rail {rail}: NIC {name} (device {d}) failed to open"))
+            })?;
+            nics.push(nic);
+        }
+        let nic = RailSet::nic(&nics);
         let ip = oob::pick_address(instance.config.socket_ifname.as_deref())?;
         let listener = Arc::new(Listener::bind(ip)?);
         let handle = ListenHandle {
             provider: instance.provider.kind(),
             socket: listener.addr(),
             nonce: rand_u32(),
-            nic: nic.address(),
+            nic: nics[0].address(),
             secret: oob::frame::random_secret()?,
         };
-        Ok(ListenComm { instance, dev, nic, listener, handle })
+        Ok(ListenComm { instance, dev, nic, rails: nics, listener, handle })
     }
 }
 
-/// connect(): every rank's NIC address and a mesh for small collectives.
+/// connect(): every rank's NIC addresses and a mesh for small collectives.
 pub struct CollComm {
     pub instance: Arc<Instance>,
+    /// Every rail's NIC as one ([`RailSet`]: registers on every rail); rail
+    /// 0's itself with one rail.
     pub nic: Arc<dyn Nic>,
+    /// One NIC per rail, as many on every rank (the least any rank opened).
+    pub rails: Vec<Arc<dyn Nic>>,
     pub mesh: Mesh,
     pub rank: u32,
     pub nranks: u32,
-    pub peers: Vec<NicAddress>,
+    /// `peers[rail][rank]`: that rank's NIC on that rail.
+    pub peers: Vec<Vec<NicAddress>>,
     /// Serializes the collective calls on this comm (they share the mesh).
     pub collective: std::sync::Mutex<()>,
     /// Descriptors of deregistered windows, kept (invalidated) until close so
@@ -100,41 +131,78 @@ impl CollComm {
         let key = oob::frame::job_key(handles.iter().map(|h| &h.secret), comm_id);
         let peers = handles.iter().map(|h| h.socket).collect();
         let mesh = Mesh::new(listen.listener.clone(), rank, peers, comm_id, key, timeout);
-        // Every rank is reachable and agrees on who is who.
-        let seen = mesh.allgather(&listen.handle.nonce.to_le_bytes())?;
+        // Every rank is reachable and agrees on who is who; each tells the
+        // others its NICs, one per rail (the handle has room for rail 0's).
+        let mut mine = listen.handle.nonce.to_le_bytes().to_vec();
+        mine.push(listen.rails.len() as u8);
+        for nic in &listen.rails {
+            mine.extend_from_slice(&nic.address());
+        }
+        let seen = mesh.allgather(&mine)?;
+        let mut their_rails = Vec::with_capacity(seen.len());
         for (r, v) in seen.iter().enumerate() {
-            if v.as_slice() != handles[r].nonce.to_le_bytes() {
+            if v.get(..4) != Some(&handles[r].nonce.to_le_bytes()[..]) {
                 return Err(Error::Remote(format!(
                     "rank {r} answered connection setup with another identity (stale or mixed handles)"
                 )));
             }
+            let n = v.get(4).copied().unwrap_or(0) as usize;
+            if n == 0 || v.len() != 5 + NIC_ADDRESS_BYTES * n || v[5..5 + NIC_ADDRESS_BYTES] != handles[r].nic[..] {
+                return Err(Error::Remote(format!("rank {r} sent a malformed list of its NICs ({} bytes)", v.len())));
+            }
+            their_rails.push(v[5..].chunks_exact(NIC_ADDRESS_BYTES).map(|a| a.try_into().expect("40")).collect::<Vec<NicAddress>>());
+        }
+        // As many rails as the rank with the fewest: context c uses rail
+        // c mod R on every rank.
+        let nrails = their_rails.iter().map(Vec::len).min().unwrap_or(1);
+        if nrails < listen.rails.len() {
+            info_line!(NET, "rank {rank}: {} rail(s) opened, {nrails} used (another rank has fewer)", listen.rails.len());
+        }
+        let rails: Vec<Arc<dyn Nic>> = listen.rails[..nrails].to_vec();
+        let peers: Vec<Vec<NicAddress>> = (0..nrails).map(|k| their_rails.iter().map(|t| t[k]).collect()).collect();
+        for (k, nic) in rails.iter().enumerate().skip(1) {
+            for (r, a) in peers[k].iter().enumerate() {
+                nic.check_peer(a).map_err(|e| {
+                    Error::InvalidArgument(format!("rank {r}, {}: {}", RailSet::label(k, &**nic), e.message()))
+                })?;
+            }
         }
         Ok(CollComm {
             instance: listen.instance.clone(),
-            nic: listen.nic.clone(),
+            nic: if nrails == listen.rails.len() { listen.nic.clone() } else { RailSet::nic(&rails) },
+            rails,
             mesh,
             rank,
             nranks,
-            peers: handles.iter().map(|h| h.nic).collect(),
+            peers,
             collective: std::sync::Mutex::new(()),
             retired_windows: std::sync::Mutex::new(Vec::new()),
         })
     }
 }
 
-/// listen() once the plugin context is found: opens the NIC and the
-/// connection-setup socket and writes the 128-byte handle into RCCL's buffer.
+impl CollComm {
+    /// What each rail's NIC counted ("rail r (NIC name)", None where the
+    /// provider does not count), rail 0 first.
+    pub fn rail_counters(&self) -> Vec<(String, Option<CounterSnapshot>)> {
+        self.rails.iter().enumerate().map(|(k, n)| (RailSet::label(k, &**n), n.counters())).collect()
+    }
+}
+
+/// listen() once the plugin context is found: opens the NICs of `rails`
+/// rails (`dev` first) and the connection-setup socket and writes the
+/// 128-byte handle into RCCL's buffer.
 ///
 /// # Safety
 /// `handle` is NULL (refused) or points to NCCL_NET_HANDLE_MAXSIZE writable bytes.
-pub unsafe fn listen_on(inst: Arc<Instance>, dev: c_int, handle: *mut c_void) -> Result<ListenComm> {
+pub unsafe fn listen_on(inst: Arc<Instance>, dev: c_int, rails: usize, handle: *mut c_void) -> Result<ListenComm> {
     if handle.is_null() {
         return Err(bad_arg!("handle is NULL"));
     }
     if dev < 0 || dev as usize >= inst.provider.devices() {
         return Err(bad_arg!("dev {dev} out of range (this provider has {} device(s))", inst.provider.devices()));
     }
-    let l = ListenComm::new(inst, dev as usize)?;
+    let l = ListenComm::new(inst, dev as usize, rails)?;
     let bytes = l.handle.encode();
     // SAFETY: RCCL's handle buffer holds NCCL_NET_HANDLE_MAXSIZE bytes.
     unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), handle as *mut u8, bytes.len()) };
@@ -167,7 +235,15 @@ pub unsafe fn connect_with(
 
 /// The INFO line of a finished connect().
 pub fn connected(inst: &Instance, c: CollComm) -> Result<CollComm> {
-    info_line!(NET, "rank {}/{} connected (provider {:?}, NIC {})", c.rank, c.nranks, inst.provider.kind(), c.nic.info().name);
+    info_line!(
+        NET,
+        "rank {}/{} connected (provider {:?}, NIC {}, {} rail(s))",
+        c.rank,
+        c.nranks,
+        inst.provider.kind(),
+        c.nic.info().name,
+        c.rails.len()
+    );
     Ok(c)
 }
 

@@ -5,6 +5,7 @@
 //! stride, GIN v14 and RMA v13-v16) or the peer array of GIN v15 and RMA v17.
 
 use super::comm::CollComm;
+use super::rails::{on_rail, rail_of, RailSet};
 use crate::error::{Error, Result};
 use crate::provider::QueuePair;
 use std::ffi::c_int;
@@ -104,23 +105,25 @@ impl PeerSet {
 
 /// The start of a createContext INFO line, the same for both plugins:
 /// "provider P, NIC N: rank R built Q QPs to K of M ranks (C context(s),
-/// depth D, traffic class T"; the caller closes the parenthesis.
+/// depth D, traffic class T, R rail(s)"; the caller closes the parenthesis.
 pub fn built_line(coll: &CollComm, qps: usize, peers: &PeerSet, n_contexts: u32, log_depth: u32, tc: u8) -> String {
     format!(
         "provider {:?}, NIC {}: rank {} built {qps} QPs to {} of {} ranks ({n_contexts} context(s), depth {}, \
-         traffic class {tc}",
+         traffic class {tc}, {} rail(s)",
         coll.instance.provider.kind(),
         coll.nic.info().name,
         coll.rank,
         peers.len(),
         coll.nranks,
         1u32 << log_depth,
+        coll.rails.len(),
     )
 }
 
 /// One RC queue pair per (context, connected peer), self included when it
 /// is in the peer set (loopback), each connected to the QP the peer made for
-/// us.
+/// us. A context's queue pairs are on its rail ([`rail_of`]), connected to
+/// the peers' NICs on the same rail.
 pub struct QpMesh {
     /// Indexed `context * peers.len() + slot`.
     pub qps: Vec<Box<dyn QueuePair>>,
@@ -153,10 +156,16 @@ impl QpMesh {
             return Err(Error::Internal(format!("a peer set of {} ranks for a comm of {nranks}", peers.slot.len())));
         }
         let npeers = peers.len() as u32;
+        let nrails = coll.rails.len();
         let mut qps = Vec::with_capacity((n_contexts * npeers) as usize);
-        for _ in 0..n_contexts {
+        for c in 0..n_contexts {
+            let rail = rail_of(c, nrails);
+            let nic = &coll.rails[rail];
             for _ in 0..npeers {
-                qps.push(coll.nic.create_qp(log_depth, traffic_class, rings_in_device_memory)?);
+                let qp = nic.create_qp(log_depth, traffic_class, rings_in_device_memory).map_err(|e| {
+                    on_rail(e, &format!("context {c}: creating a queue pair on {}", RailSet::label(rail, &**nic)))
+                })?;
+                qps.push(qp);
             }
         }
         let qp = |c: u32, s: u32| &qps[(c * npeers + s) as usize];
@@ -201,8 +210,13 @@ impl QpMesh {
                 for c in 0..n_contexts {
                     let at = head + 4 * c as usize;
                     let rqpn = u32::from_le_bytes(m[at..at + 4].try_into().expect("4"));
-                    qp(c, s).connect(&coll.peers[p], rqpn).map_err(|e| {
-                        Error::System(format!("connecting context {c} to rank {p} (QP {rqpn:#x}): {}", e.message()))
+                    let rail = rail_of(c, nrails);
+                    qp(c, s).connect(&coll.peers[rail][p], rqpn).map_err(|e| {
+                        Error::System(format!(
+                            "connecting context {c} to rank {p} (QP {rqpn:#x}) on {}: {}",
+                            RailSet::label(rail, &*coll.rails[rail]),
+                            e.message()
+                        ))
                     })?;
                 }
             }

@@ -4,7 +4,8 @@
 //! listen handle, the out-of-band mesh), the queue-pair mesh of
 //! createContext, and the opaque tokens RCCL holds.
 //!
-//! A "session" is one job's connection to its peers through one NIC, from
+//! A "session" is one job's connection to its peers through one NIC per
+//! rail (rails.rs; one unless RCCL_RUST_GIN_RAILS asks for more), from
 //! init() to finalize(). It lives in a folder of its own, named for neither
 //! plugin, so that neither vtable's C-boundary file owns logic the other
 //! calls: each plugin keeps one [`Sessions`] (its own tokens, so a GIN token
@@ -16,6 +17,7 @@ pub mod comm;
 pub mod handle;
 pub mod mesh;
 pub mod properties;
+pub mod rails;
 pub mod registry;
 pub mod thunks;
 

@@ -20,6 +20,11 @@ pub trait Plugin: 'static {
     fn open() -> Result<(Config, Arc<dyn Provider>)>;
     /// What getProperties announces.
     const OFFLOAD: Offload;
+    /// NICs per comm (rails) listen() opens: one unless the plugin spreads
+    /// its contexts over several (the GIN backend, RCCL_RUST_GIN_RAILS).
+    fn rails(_config: &Config) -> usize {
+        1
+    }
 }
 
 pub unsafe extern "C" fn init<P: Plugin>(ctx: *mut *mut c_void, comm_id: u64, logger: NcclLogger) -> NcclResult {
@@ -58,8 +63,9 @@ pub unsafe extern "C" fn listen<P: Plugin>(
         let lc = out(listen_comm, "listenComm")?;
         *lc = std::ptr::null_mut();
         let inst = P::sessions().instances.get(ctx, "ctx")?;
+        let rails = P::rails(&inst.config);
         // SAFETY: RCCL's handle buffer (NCCL_NET_HANDLE_MAXSIZE bytes) or NULL.
-        let l = unsafe { comm::listen_on(inst, dev, handle)? };
+        let l = unsafe { comm::listen_on(inst, dev, rails, handle)? };
         *lc = P::sessions().listens.insert(Arc::new(l));
         Ok(())
     })

@@ -131,12 +131,19 @@ pub fn run_connected(p: &Plugin, r: &Rank, sync: &dyn Fn()) {
         assert_eq!(sig.buf.atomic_u64(0).load(std::sync::atomic::Ordering::Acquire), 0);
         assert_eq!(dev::rust_gin_supports_strong_signal(h), 1);
     }
+    teardown(p, r, gctx, &[&src, &dst, &sig, &got], sync);
+}
+
+/// The end of a rank's life: no device-side error, then (after every rank
+/// is done with them) the windows deregistered, the context destroyed, the
+/// comm closed and the plugin finalized, as RCCL does.
+pub fn teardown(p: &Plugin, r: &Rank, gctx: *mut c_void, windows: &[&Win], sync: &dyn Fn()) {
     let (q, has) = p.query_error(gctx);
     assert_eq!(q, OK);
     assert!(!has, "no device-side error");
     // Nobody deregisters while a peer may still read from it.
     sync();
-    for w in [&src, &dst, &sig, &got] {
+    for w in windows {
         // SAFETY: valid tokens.
         assert_eq!(unsafe { (p.v.dereg_mr_sym.unwrap())(r.coll, w.mh) }, OK, "deregMrSym");
     }

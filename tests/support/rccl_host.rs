@@ -279,6 +279,18 @@ impl Exchange {
     pub fn barrier(&self) {
         self.barrier.wait();
     }
+
+    /// Runs `body(rank, exchange)` for each of `n` ranks on a thread of its
+    /// own, all sharing one exchange, and waits for them.
+    pub fn as_threads(n: usize, body: impl Fn(usize, &Exchange) + Sync) {
+        let ex = Exchange::new(n);
+        std::thread::scope(|s| {
+            for rank in 0..n {
+                let (ex, body) = (ex.clone(), &body);
+                s.spawn(move || body(rank, &ex));
+            }
+        });
+    }
 }
 
 /// A barrier that gives up after a minute: a rank that failed must not leave

@@ -88,6 +88,12 @@ struct Args {
     /// With --lane-mode wave: waves of --lanes lanes each (one thread each), all on one queue.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
     waves: u64,
+    /// NICs per rank (rails) of the direct path: context c on rail c mod N, so --lanes of at least N
+    /// use every rail (RCCL_RUST_GIN_RAILS; emulated: one NIC thread each). The proxy path keeps one.
+    /// A list (1,2,4) measures the direct path once per value and prints message rate and bandwidth
+    /// against the number of NICs.
+    #[arg(long, default_value = "1")]
+    rails: String,
     #[arg(short = 'f', long, value_enum, default_value = "table")]
     format: FormatArg,
     /// Where to write the SVG chart of latency, message rate and bandwidth against size.
@@ -163,6 +169,8 @@ fn run(args: Args) -> Result<(), String> {
         ProviderArg::Emu => ProviderKind::Emu,
         ProviderArg::Mlx5 => ProviderKind::Mlx5,
     };
+    let rails = rails_list(&args.rails)?;
+    config.rails = rails[0];
     let emulated = config.provider == ProviderKind::Emu;
     // The RMA plugin (the proxy path) reads its provider from the
     // environment, as it does under RCCL.
@@ -223,6 +231,9 @@ fn run(args: Args) -> Result<(), String> {
     // alone in the process: no idle proxy or NIC thread of the other path
     // competes for the cores or lands in its CPU figures.
     let load_start = report::load_average();
+    if rails.len() > 1 {
+        return rails_sweep(&config, &rails, &args, &params, settings, emulated, load_start);
+    }
     let mut runs = Vec::new();
     let build = |which: PathArg| -> Result<(Box<dyn perf::Path>, Vec<i32>), String> {
         let before = cpu::threads_named("emu-nic");
@@ -256,11 +267,15 @@ fn run(args: Args) -> Result<(), String> {
     }
     let samples = stats::samples(&runs);
     let ratios = stats::ratios(&runs);
+    let mut lane_desc = if waves > 1 { format!("{}, {waves} waves", lane_mode.name()) } else { lane_mode.name().into() };
+    if config.rails > 1 {
+        lane_desc += &format!("; {} rails (NICs per rank) on the direct path", config.rails);
+    }
     let setup = report::Setup {
         emulated,
         ranks: args.ranks,
         lanes: args.lanes,
-        lane_mode: if waves > 1 { format!("{}, {waves} waves", lane_mode.name()) } else { lane_mode.name().into() },
+        lane_mode: lane_desc,
         repeats: args.repeats,
         min_time_ms: min_time.as_millis() as u64,
         cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
@@ -301,5 +316,90 @@ fn run(args: Args) -> Result<(), String> {
     }
     perf::chart::write_svg(&args.chart, &samples, emulated)?;
     eprintln!("gin-perf: chart written to {}", args.chart.display());
+    Ok(())
+}
+
+/// `--rails`: one number, or a comma-separated list of them, each 1..=16.
+fn rails_list(spec: &str) -> Result<Vec<u32>, String> {
+    let v: Vec<u32> = spec
+        .split(',')
+        .map(|x| x.trim().parse::<u32>().ok().filter(|n| (1..=16).contains(n)).ok_or(format!("--rails {spec:?}: each value in 1..=16")))
+        .collect::<Result<_, _>>()?;
+    if v.is_empty() {
+        return Err(format!("--rails {spec:?}: no value"));
+    }
+    Ok(v)
+}
+
+/// The direct path measured once per rails value (fresh worlds, repeats
+/// interleaved across values so that load drift hits each alike): message
+/// rate of all lanes, the bandwidth that rate moves (Mops x size: every
+/// lane's context on its rail) and the one-lane stream, medians.
+fn rails_sweep(
+    config: &Config,
+    rails: &[u32],
+    args: &Args,
+    params: &Params,
+    settings: Settings,
+    emulated: bool,
+    load_start: f64,
+) -> Result<(), String> {
+    let max = *params.sizes.iter().max().unwrap_or(&8) as usize;
+    let mut runs: Vec<(u32, perf::Run)> = Vec::new();
+    for (op, bytes) in perf::points(params) {
+        for rep in 0..args.repeats {
+            for &r in rails {
+                let config = Config { rails: r, ..config.clone() };
+                let before = cpu::threads_named("emu-nic");
+                let world = perf::world::build(&config, args.ranks, settings, max).map_err(|e| e.to_string())?;
+                let path = Direct { ranks: world, lane_contexts: params.lane_mode == LaneMode::Queues };
+                let tids: Vec<i32> = cpu::threads_named("emu-nic").into_iter().filter(|t| !before.contains(t)).collect();
+                let run = perf::measure(&path, &tids, params, op, bytes, rep).map_err(|e| e.to_string())?;
+                eprintln!(
+                    "  [{rep}] {r} rail(s) {} {}: {:.3} Mops, {:.3} GB/s one lane",
+                    run.op,
+                    report::size_label(bytes),
+                    run.mops,
+                    run.bandwidth_gbs
+                );
+                runs.push((r, run));
+            }
+        }
+    }
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        v.get(v.len() / 2).copied().unwrap_or(0.0)
+    };
+    println!("{}", report::title(emulated, "gin-perf: direct path against the number of NICs (rails)"));
+    println!(
+        "{} ranks, {} lane(s) = {} context(s), context c on rail c mod rails; medians of {} repeats; load average {:.1} at the start, {:.1} at the end; {} CPUs",
+        args.ranks,
+        params.lanes,
+        settings.n_contexts,
+        args.repeats,
+        load_start,
+        report::load_average(),
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0)
+    );
+    println!("  Mops: all lanes; GB/s all lanes = Mops x size; GB/s one lane: a single context (one rail) streaming");
+    println!("rails  op            size        Mops   GB/s-all  GB/s-1lane   vs 1st");
+    for (op, bytes) in perf::points(params) {
+        let mut first = None;
+        for &r in rails {
+            let of = |f: fn(&perf::Run) -> f64| {
+                median(runs.iter().filter(|(x, run)| *x == r && run.op == op.name() && run.bytes == bytes).map(|(_, run)| f(run)).collect())
+            };
+            let mops = of(|x| x.mops);
+            let bw1 = of(|x| x.bandwidth_gbs);
+            let base = *first.get_or_insert(mops);
+            println!(
+                "{r:>5}  {:<12} {:>6}  {mops:>10.5}  {:>9.3}  {bw1:>10.3}  {:>6.2}x",
+                op.name(),
+                report::size_label(bytes),
+                mops * bytes as f64 / 1e3,
+                if base > 0.0 { mops / base } else { 0.0 }
+            );
+        }
+    }
     Ok(())
 }

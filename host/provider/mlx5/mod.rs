@@ -148,6 +148,13 @@ impl Provider for Mlx5Provider {
     fn open(&self, dev: usize) -> Result<Arc<dyn Nic>> {
         Ok(self.open_mode(dev, self.mode)?)
     }
+    /// The GPU's bus id (HIP) resolved in sysfs, as the NICs' paths are.
+    fn gpu_pci_path(&self) -> Option<String> {
+        let bus = self.platform.open_gpu().ok()?.pci_bus_id()?;
+        std::fs::canonicalize(format!("/sys/bus/pci/devices/{}", bus.to_ascii_lowercase()))
+            .ok()
+            .map(|p| p.display().to_string())
+    }
 }
 
 /// One opened ConnectX port.

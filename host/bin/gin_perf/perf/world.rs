@@ -49,7 +49,7 @@ pub fn build(config: &Config, nranks: usize, settings: Settings, window_bytes: u
                 let (provider, barrier, handles) = (provider.clone(), &barrier, &handles);
                 s.spawn(move || -> Result<Rank> {
                     let inst = Arc::new(Instance::new(config.clone(), provider, 0x9e37_79b9));
-                    let listen = ListenComm::new(inst, 0);
+                    let listen = ListenComm::new(inst, 0, config.rails as usize);
                     let h = listen.as_ref().map(|l| l.handle.clone()).ok();
                     handles.lock().unwrap_or_else(|e| e.into_inner())[r] = h;
                     barrier.wait();
