@@ -18,6 +18,7 @@
 #include "rust_gin/abi/nic_queue.h"
 #include "rust_gin/bnxt/wire.h"
 #include "rust_gin/core/error.h"
+#include "rust_gin/queue/nic_family.h"
 #include "rust_gin/queue/request.h"
 
 namespace rust_gin {
@@ -33,25 +34,8 @@ RG_INLINE uint8_t wr_flags(const Request& r, bool cq_update) {
   return f;
 }
 
-// Whether the family can encode `r`: WRITE (1..8 bytes inline or 1 byte
-// to 2 GiB), WRITE_IMM, READ, 8-byte atomics; no NOP or DUMP.
-RG_INLINE bool request_valid(const Request& r) {
-  if (r.flags & ~queue::kKnownFlags) return false;
-  const bool inl = (r.flags & queue::REQ_INLINE) != 0;
-  switch (r.opcode) {
-    case queue::OP_RDMA_WRITE:
-    case queue::OP_RDMA_WRITE_IMM:
-      return inl ? r.length >= 1 && r.length <= 8 && r.opcode == queue::OP_RDMA_WRITE
-                 : r.length >= 1 && r.length <= 0x80000000u;
-    case queue::OP_RDMA_READ:
-      return !inl && r.length >= 1 && r.length <= 0x80000000u;
-    case queue::OP_ATOMIC_FA:
-    case queue::OP_ATOMIC_CS:
-      return !inl && r.length == 8;
-    default:
-      return false;
-  }
-}
+// Whether the family can encode `r` (queue/request.h): no NOP or DUMP.
+RG_INLINE bool request_valid(const Request& r) { return queue::request_valid_without_flush_wqe(r); }
 
 // The three slots of the WQE for `r`, the bytes bnxt/wire.h's builders
 // (wqe_rdma, wqe_write_inline8, wqe_atomic) make, computed slot by slot by
@@ -80,16 +64,12 @@ RG_INLINE void emit_wqe(const Request& r, bool cq_update, Store store) {
 }
 static_assert(wqe_slots(1, 0, false) == 3 && wqe_slots(0, 8, true) == 3, "every WQE posted is 3 slots");
 
-struct Family {
-  typedef rust_gin_nic_sq Desc;
-  static constexpr bool kFlushWqe = false;
+struct Family : queue::NicSqFamily<Family> {
   static constexpr uint32_t kWqeShift = SLOT_SHIFT + 3;  // 8 slots of 16 bytes
-
-  RG_INLINE static uint32_t mask(uint32_t log) { return (1u << log) - 1; }
 
   RG_INLINE static void write(const Desc* d, uint64_t slot, uint64_t, const Request& r, bool cq_update) {
     Slot* dst = reinterpret_cast<Slot*>(load_invariant(&d->wqe_buf) + (slot << kWqeShift));
-    emit_wqe(r, cq_update, [dst](unsigned i, const Slot& slot) { dst[i] = slot; });
+    emit_wqe(r, cq_update, [dst](unsigned i, const Slot& s) { dst[i] = s; });
   }
 
   // The SQ doorbell for producer index pi (in WQEs).
@@ -98,14 +78,6 @@ struct Family {
     return db_value(static_cast<uint32_t>(pi) & mask(log), static_cast<uint32_t>(pi >> log) & 1u,
                     load_invariant(&d->qpn), QUE_TYPE_SQ);
   }
-  // WQEs, then one 64-bit doorbell, behind a system-scope release.
-  RG_INLINE static void ring(const Desc* d, uint64_t pi) {
-#if !defined(RUST_GIN_ISA_FAULT_MISSING_FENCE)
-    fence_release_system();
-#endif
-    mmio_store64(reinterpret_cast<volatile uint64_t*>(load_invariant(&d->sq_db)), sq_doorbell(d, pi),
-                 queue::host_doorbell(d));
-  }
 
   // A requester CQE: the bcqe word (phase, type, status) decides; con_indx
   // says how far the SQ completed.
@@ -113,8 +85,6 @@ struct Family {
     const uint8_t* p;
     uint32_t flg;
   };
-  typedef uint32_t CqRing;  // log2 of the CQ's entries
-  RG_INLINE static CqRing cq_ring(const Desc* d) { return load_invariant(&d->log_cq_cnt); }
   RG_INLINE static bool cqe_next(const Desc* d, CqRing log, uint64_t ci, Cqe* c) {
     c->p = reinterpret_cast<const uint8_t*>(load_invariant(&d->cq_buf)) + ((ci & mask(log)) * CQE_BYTES);
     c->flg = atomic_load(reinterpret_cast<const uint32_t*>(c->p + offsetof(bnxt::Cqe, hdr)), __ATOMIC_RELAXED,
@@ -146,11 +116,8 @@ struct Family {
   // like every doorbell (the ISA checks hold every 64-bit store to that).
   RG_INLINE static void cq_consumed(const Desc* d, uint64_t ci) {
     const uint32_t log = load_invariant(&d->log_cq_cnt);
-    fence_release_system();
-    mmio_store64(reinterpret_cast<volatile uint64_t*>(load_invariant(&d->cq_db)),
-                 db_value(static_cast<uint32_t>(ci) & mask(log), static_cast<uint32_t>(ci >> log) & 1u,
-                          load_invariant(&d->cqn), QUE_TYPE_CQ),
-                 queue::host_doorbell(d));
+    ring_cq(d, db_value(static_cast<uint32_t>(ci) & mask(log), static_cast<uint32_t>(ci >> log) & 1u,
+                        load_invariant(&d->cqn), QUE_TYPE_CQ));
   }
 };
 

@@ -16,6 +16,7 @@
 #include "rust_gin/abi/nic_queue.h"
 #include "rust_gin/core/error.h"
 #include "rust_gin/ionic/wire.h"
+#include "rust_gin/queue/nic_family.h"
 #include "rust_gin/queue/request.h"
 
 namespace rust_gin {
@@ -30,24 +31,8 @@ RG_INLINE uint16_t wqe_flags_of(const Request& r, bool cq_update) {
   return f;
 }
 
-// Whether the family can encode `r`: as bnxt/family.h (no NOP or DUMP).
-RG_INLINE bool request_valid(const Request& r) {
-  if (r.flags & ~queue::kKnownFlags) return false;
-  const bool inl = (r.flags & queue::REQ_INLINE) != 0;
-  switch (r.opcode) {
-    case queue::OP_RDMA_WRITE:
-    case queue::OP_RDMA_WRITE_IMM:
-      return inl ? r.length >= 1 && r.length <= 8 && r.opcode == queue::OP_RDMA_WRITE
-                 : r.length >= 1 && r.length <= 0x80000000u;
-    case queue::OP_RDMA_READ:
-      return !inl && r.length >= 1 && r.length <= 0x80000000u;
-    case queue::OP_ATOMIC_FA:
-    case queue::OP_ATOMIC_CS:
-      return !inl && r.length == 8;
-    default:
-      return false;
-  }
-}
+// Whether the family can encode `r` (queue/request.h): no NOP or DUMP.
+RG_INLINE bool request_valid(const Request& r) { return queue::request_valid_without_flush_wqe(r); }
 
 // The 64-byte WQE for `r` at ring position `idx` with pass colour `color`:
 // the bytes ionic/wire.h's builders (wqe_rdma, wqe_write_inline8,
@@ -83,13 +68,7 @@ RG_INLINE void emit_wqe(const Request& r, uint16_t idx, uint32_t color, bool cq_
   store(3, atomic ? Quad{static_cast<uint32_t>(va), static_cast<uint32_t>(va >> 32), 0, 0} : Quad{0, 0, 0, 0});
 }
 
-struct Family {
-  typedef rust_gin_nic_sq Desc;
-  static constexpr bool kFlushWqe = false;
-
-  RG_INLINE static uint32_t mask(uint32_t log) { return (1u << log) - 1; }
-
-  // The WQE's index field is its ring slot; its colour the pass parity.
+struct Family : queue::NicSqFamily<Family> {
   RG_INLINE static void write(const Desc* d, uint64_t slot, uint64_t index, const Request& r, bool cq_update) {
     Quad* dst = reinterpret_cast<Quad*>(load_invariant(&d->wqe_buf) + slot * WQE_BYTES);
     emit_wqe(r, static_cast<uint16_t>(slot), color_for(index, 1u << load_invariant(&d->log_wqe_cnt)), cq_update,
@@ -99,22 +78,11 @@ struct Family {
   RG_INLINE static uint64_t sq_doorbell(const Desc* d, uint64_t pi) {
     return db_value(load_invariant(&d->qpn), static_cast<uint16_t>(pi & mask(load_invariant(&d->log_wqe_cnt))));
   }
-  // WQEs, then one 64-bit doorbell, behind a system-scope release. GDA mode
-  // wants doorbells in order: the ring lock of the protocol gives that.
-  RG_INLINE static void ring(const Desc* d, uint64_t pi) {
-#if !defined(RUST_GIN_ISA_FAULT_MISSING_FENCE)
-    fence_release_system();
-#endif
-    mmio_store64(reinterpret_cast<volatile uint64_t*>(load_invariant(&d->sq_db)), sq_doorbell(d, pi),
-                 queue::host_doorbell(d));
-  }
 
   struct Cqe {
     const uint8_t* p;
     uint32_t qtf;  // qid_type_flags, host order
   };
-  typedef uint32_t CqRing;  // log2 of the CQ's entries
-  RG_INLINE static CqRing cq_ring(const Desc* d) { return load_invariant(&d->log_cq_cnt); }
   RG_INLINE static bool cqe_next(const Desc* d, CqRing log, uint64_t ci, Cqe* c) {
     c->p = reinterpret_cast<const uint8_t*>(load_invariant(&d->cq_buf)) + ((ci & mask(log)) * CQE_BYTES);
     c->qtf = cqe_qtf(atomic_load(reinterpret_cast<const uint32_t*>(c->p + offsetof(ionic::Cqe, qid_type_flags)),
@@ -152,10 +120,7 @@ struct Family {
   // The CQ doorbell (cqid << 24 | consumer index) returns CQ credit, behind
   // a release like every doorbell.
   RG_INLINE static void cq_consumed(const Desc* d, uint64_t ci) {
-    fence_release_system();
-    mmio_store64(reinterpret_cast<volatile uint64_t*>(load_invariant(&d->cq_db)),
-                 db_value(load_invariant(&d->cqn), static_cast<uint16_t>(ci & mask(load_invariant(&d->log_cq_cnt)))),
-                 queue::host_doorbell(d));
+    ring_cq(d, db_value(load_invariant(&d->cqn), static_cast<uint16_t>(ci & mask(load_invariant(&d->log_cq_cnt)))));
   }
 };
 

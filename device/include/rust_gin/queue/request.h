@@ -30,6 +30,26 @@ using mlx5::OP_RDMA_READ;
 using mlx5::OP_RDMA_WRITE;
 using mlx5::OP_RDMA_WRITE_IMM;
 
+// Whether a family with neither NOP nor DUMP (bnxt_re, ionic) can encode
+// `r`: a WRITE of 1 byte to 2 GiB or of 1..8 inline bytes, a WRITE_IMM or
+// READ of 1 byte to 2 GiB, an 8-byte atomic; known flags only.
+RG_INLINE bool request_valid_without_flush_wqe(const Request& r) {
+  if (r.flags & ~kKnownFlags) return false;
+  const bool inl = (r.flags & REQ_INLINE) != 0;
+  switch (r.opcode) {
+    case OP_RDMA_WRITE:
+      return inl ? r.length >= 1 && r.length <= 8 : r.length >= 1 && r.length <= 0x80000000u;
+    case OP_RDMA_WRITE_IMM:
+    case OP_RDMA_READ:
+      return !inl && r.length >= 1 && r.length <= 0x80000000u;
+    case OP_ATOMIC_FA:
+    case OP_ATOMIC_CS:
+      return !inl && r.length == 8;
+    default:
+      return false;
+  }
+}
+
 // The queue's host doorbell (abi/host_doorbell.h), for the host build's
 // stores to the NIC; the GPU never reads it. Any family's descriptor.
 template <typename Desc>
