@@ -95,8 +95,13 @@ fn check_code_object_with(
             errors.push(e);
         }
         if k.name.starts_with("rust_gin_isa_db_") {
-            if let Err(e) = isa::check_doorbell_rules_for(arch, &k.name, &insns) {
-                errors.push(format!("{}: {e}", k.name));
+            match isa::check_doorbell_rules_for(arch, &k.name, &insns) {
+                Ok(r) => report.push_str(&format!(
+                    "    {} doorbell store(s), doorbell record: {:?}\n",
+                    r.doorbells,
+                    isa::doorbell_record_of(&k.name)
+                )),
+                Err(e) => errors.push(format!("{}: {e}", k.name)),
             }
         } else if insns.iter().any(|i| isa::store_kind(i) == Some(isa::StoreKind::Bits64)) {
             errors.push(format!("{}: is named nodb but contains a 64-bit store (a doorbell?)", k.name));
