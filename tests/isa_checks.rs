@@ -9,7 +9,19 @@ use libtest_mimic::{Arguments, Failed, Trial};
 use std::path::{Path, PathBuf};
 
 /// API headers whose `extern "C"` device entry points must all be covered.
-const API_HEADERS: &[&str] = &["device/include/rust_gin/mlx5/api.h", "device/include/rust_gin/rust_gin_device.h"];
+const API_HEADERS: &[&str] = &[
+    "device/include/rust_gin/mlx5/api.h",
+    "device/include/rust_gin/queue/api.h",
+    "device/include/rust_gin/rust_gin_device.h",
+];
+
+/// Kernels that ring each NIC family's doorbell: each must be in every code
+/// object, so that no family's doorbell goes unchecked.
+const FAMILY_DOORBELL_KERNELS: &[&str] = &[
+    "rust_gin_isa_db_rust_gin_mlx5_post",
+    "rust_gin_isa_db_rust_gin_bnxt_post",
+    "rust_gin_isa_db_rust_gin_ionic_post",
+];
 
 fn env_path(name: &str) -> Option<PathBuf> {
     std::env::var_os(name).map(PathBuf::from).filter(|p| !p.as_os_str().is_empty())
@@ -83,8 +95,13 @@ fn check_code_object_with(
             errors.push(e);
         }
         if k.name.starts_with("rust_gin_isa_db_") {
-            if let Err(e) = isa::check_doorbell_rules(arch, &insns) {
-                errors.push(format!("{}: {e}", k.name));
+            match isa::check_doorbell_rules_for(arch, &k.name, &insns) {
+                Ok(r) => report.push_str(&format!(
+                    "    {} doorbell store(s), doorbell record: {:?}\n",
+                    r.doorbells,
+                    isa::doorbell_record_of(&k.name)
+                )),
+                Err(e) => errors.push(format!("{}: {e}", k.name)),
             }
         } else if insns.iter().any(|i| isa::store_kind(i) == Some(isa::StoreKind::Bits64)) {
             errors.push(format!("{}: is named nodb but contains a 64-bit store (a doorbell?)", k.name));
@@ -92,6 +109,11 @@ fn check_code_object_with(
     }
     if meta.iter().all(|k| !k.name.starts_with("rust_gin_isa_db_")) {
         errors.push("no doorbell-ringing ISA kernel found".into());
+    }
+    for want in FAMILY_DOORBELL_KERNELS {
+        if !meta.iter().any(|k| k.name == *want) {
+            errors.push(format!("no ISA kernel {want}: that family's doorbell is not checked"));
+        }
     }
     if errors.is_empty() {
         Ok(report)
@@ -134,9 +156,20 @@ fn arch_trials(t: &'static Tools, arch: &'static str) -> Vec<Trial> {
     ] {
         let f = t.build_dir.join(format!("isa_fault_{fault}_{arch}.hsaco"));
         trials.push(Trial::test(format!("isa::{arch}::planted_fault_{fault}_is_caught"), move || {
+            // The missing fence is planted in every family's ring: each
+            // family's post kernel must be caught on its own rule.
+            let per_family: &[&str] = if fault == "missing_fence" {
+                &[
+                    "rust_gin_isa_db_rust_gin_mlx5_post: no system-scope release between the last store before the doorbell record",
+                    "rust_gin_isa_db_rust_gin_bnxt_post: no system-scope release between the last store before the doorbell (",
+                    "rust_gin_isa_db_rust_gin_ionic_post: no system-scope release between the last store before the doorbell (",
+                ]
+            } else {
+                &[]
+            };
             match check_code_object(t, arch, &f) {
                 Ok(report) => Err(format!("the checks passed a code object with a planted {fault}:\n{report}").into()),
-                Err(e) if e.contains(expect) => Ok(()),
+                Err(e) if e.contains(expect) && per_family.iter().all(|w| e.contains(w)) => Ok(()),
                 Err(e) => Err(format!("planted {fault} failed for the wrong reason (wanted '{expect}'):\n{e}").into()),
             }
         }));
@@ -227,6 +260,40 @@ fn main() {
                         Err(e) if e.contains("doorbell") && e.contains(db.split(' ').next().unwrap()) => {}
                         Err(e) => return Err(format!("{arch}: {db:?} refused for the wrong reason: {e}").into()),
                     }
+                }
+                Ok(())
+            }));
+            trials.push(Trial::test("isa::doorbell_without_record_is_checked", || {
+                // bnxt_re / ionic: WQE stores, a release, the doorbell.
+                let ring = |arch: &str, before_db: &str, extra: &str| {
+                    let scope = if arch == "gfx90a" { "" } else { " sc0 sc1" };
+                    let listing = format!(
+                        "0000000000001600 <f>:\n\tflat_store_dwordx4 v[2:3], v[4:7] // 000000001600: DE7C0000\n{extra}{before_db}\tflat_store_dwordx2 v[8:9], v[10:11]{scope} // 000000001620: DE750000\n"
+                    );
+                    isa::check_doorbell_rules_for(arch, "rust_gin_isa_db_rust_gin_bnxt_post", &isa::flatten(&isa::parse_objdump(&listing), "f"))
+                };
+                for arch in ["gfx90a", "gfx942", "gfx950"] {
+                    let scope = if arch == "gfx90a" { "" } else { " sc0 sc1" };
+                    let release = format!("\tbuffer_wbl2{scope} // 000000001610: E0A0C000\n\ts_waitcnt vmcnt(0) // 000000001618: BF8C0F70\n");
+                    ring(arch, &release, "").map_err(|e| format!("{arch}: a released doorbell was refused: {e}"))?;
+                    match ring(arch, "", "") {
+                        Ok(_) => return Err(format!("{arch}: a doorbell without a release was accepted").into()),
+                        Err(e) if e.contains("no system-scope release between the last store before the doorbell (") => {}
+                        Err(e) => return Err(format!("{arch}: refused for the wrong reason: {e}").into()),
+                    }
+                    // A store between the release and the doorbell voids the release.
+                    let dword = format!("{release}\tflat_store_dword v[2:3], v6 // 000000001619: DE710000\n");
+                    match ring(arch, "", &dword) {
+                        Ok(_) => return Err(format!("{arch}: a store between the release and the doorbell was accepted").into()),
+                        Err(e) if e.contains("flat_store_dword v[2:3], v6") => {}
+                        Err(e) => return Err(format!("{arch}: refused for the wrong reason: {e}").into()),
+                    }
+                }
+                // The family is read from the kernel's name; mlx5 keeps its record rule.
+                if isa::doorbell_record_of("rust_gin_isa_db_rust_gin_ionic_poll") != isa::DoorbellRecord::None
+                    || isa::doorbell_record_of("rust_gin_isa_db_rust_gin_put") != isa::DoorbellRecord::Before
+                {
+                    return Err("wrong family for a kernel name".into());
                 }
                 Ok(())
             }));

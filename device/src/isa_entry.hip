@@ -45,6 +45,15 @@ RG_ISA_KERNEL(db, rust_gin_mlx5_quiet, (const rust_gin_mlx5_sq* sq), (sq))
 RG_ISA_KERNEL(nodb, rust_gin_mlx5_poll, (const rust_gin_mlx5_sq* sq), (sq))
 RG_ISA_KERNEL(nodb, rust_gin_mlx5_build_wqe,
               (const rust_gin_mlx5_request* r, uint16_t i, uint32_t q, int c, void* o), (r, i, q, c, o))
+// The other NIC families (queue/api.h): the same protocol over their
+// policies. db: their polls ring the CQ doorbell (a 64-bit store behind a
+// release, as every doorbell).
+RG_ISA_KERNEL(db, rust_gin_bnxt_post, (const rust_gin_nic_sq* sq, const rust_gin_mlx5_request* r, uint32_t n),
+              (sq, r, n))
+RG_ISA_KERNEL(db, rust_gin_bnxt_poll, (const rust_gin_nic_sq* sq), (sq))
+RG_ISA_KERNEL(db, rust_gin_ionic_post, (const rust_gin_nic_sq* sq, const rust_gin_mlx5_request* r, uint32_t n),
+              (sq, r, n))
+RG_ISA_KERNEL(db, rust_gin_ionic_poll, (const rust_gin_nic_sq* sq), (sq))
 
 // GIN operations. Out-parameters stay in registers (consumed by an empty asm
 // statement), as they do once RCCL's inline wrappers call these functions.

@@ -2,9 +2,12 @@
 // (bitcode, code object, -fgpu-rdc archive) and for x86-64 (linked into the
 // Rust crate). Definitions of the extern "C" entry points live here; the logic
 // lives in the header-only layers under device/include/rust_gin/.
+#include "rust_gin/bnxt/family.h"
 #include "rust_gin/gin/lanes.h"
+#include "rust_gin/ionic/family.h"
 #include "rust_gin/mlx5/api.h"
 #include "rust_gin/mlx5/sq.h"
+#include "rust_gin/queue/api.h"
 
 using namespace rust_gin;
 using namespace rust_gin::mlx5;
@@ -24,6 +27,17 @@ RG_INLINE int post_list(const rust_gin_mlx5_sq* sq, const rust_gin_mlx5_request*
   if (!sq || (n && !reqs)) return RUST_GIN_ERR_INVALID;
   if (!requests_valid(reqs, n)) return RUST_GIN_ERR_INVALID;
   return gin::post_in_turn<R>(sq, [reqs](uint32_t i) { return reqs[i]; }, n, nullptr);
+}
+
+// The same for a family F whose requests `valid` checks.
+template <class F, bool (*Valid)(const rust_gin_mlx5_request&)>
+RG_INLINE int post_family(const typename F::Desc* sq, const rust_gin_mlx5_request* reqs, uint32_t n) {
+  RG_WAVE_ENTRY();
+  if (!sq || (n && !reqs)) return RUST_GIN_ERR_INVALID;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (!Valid(reqs[i])) return RUST_GIN_ERR_INVALID;
+  }
+  return gin::post_in_turn<RingPolicy::now, F>(sq, [reqs](uint32_t i) { return reqs[i]; }, n, nullptr);
 }
 }  // namespace
 
@@ -64,6 +78,25 @@ RG_EXTERN_C RG_DEV int rust_gin_mlx5_build_wqe(const rust_gin_mlx5_request* req,
   Seg* out = static_cast<Seg*>(out64);
   emit_wqe(*req, index, qpn, cq_update != 0, [out](unsigned i, const Seg& seg) { out[i] = seg; });
   return RUST_GIN_OK;
+}
+
+// --- bnxt_re and ionic (queue/api.h) --------------------------------------------
+RG_EXTERN_C RG_DEV int rust_gin_bnxt_post(const rust_gin_nic_sq* sq, const rust_gin_mlx5_request* reqs, uint32_t n) {
+  return post_family<bnxt::Family, bnxt::request_valid>(sq, reqs, n);
+}
+
+RG_EXTERN_C RG_DEV int rust_gin_ionic_post(const rust_gin_nic_sq* sq, const rust_gin_mlx5_request* reqs, uint32_t n) {
+  return post_family<ionic::Family, ionic::request_valid>(sq, reqs, n);
+}
+
+RG_EXTERN_C RG_DEV int rust_gin_bnxt_poll(const rust_gin_nic_sq* sq) {
+  queue::CompletionQueue<bnxt::Family> cq(sq);
+  return cq.poll();
+}
+
+RG_EXTERN_C RG_DEV int rust_gin_ionic_poll(const rust_gin_nic_sq* sq) {
+  queue::CompletionQueue<ionic::Family> cq(sq);
+  return cq.poll();
 }
 
 // --- GIN operations (rust_gin_device.h) ----------------------------------------

@@ -296,7 +296,68 @@ pub struct RingReport {
     pub doorbells: usize,
 }
 
-/// The doorbell rules for one entry point's instruction stream.
+/// Whether a NIC family writes a doorbell record before its doorbell. mlx5
+/// does (the NIC fetches WQEs up to the record's index, so the record is
+/// released before the doorbell and the WQEs before the record); bnxt_re and
+/// ionic do not: their doorbell carries the producer index itself
+/// (docs/nic-families.md §2, §3), so the rule there is one release between
+/// the last store before the doorbell (a WQE, the CQ doorbell of a poll, or
+/// the agent-scope unlock of the credit lock) and the doorbell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DoorbellRecord {
+    Before,
+    None,
+}
+
+/// The family of an ISA kernel, by its name (device/src/isa_entry.hip):
+/// `rust_gin_isa_db_rust_gin_bnxt_*` and `..._ionic_*` ring doorbells
+/// without a record; everything else is mlx5's.
+pub fn doorbell_record_of(kernel: &str) -> DoorbellRecord {
+    let entry = kernel.trim_start_matches("rust_gin_isa_db_").trim_start_matches("rust_gin_isa_nodb_");
+    if entry.starts_with("rust_gin_bnxt_") || entry.starts_with("rust_gin_ionic_") {
+        DoorbellRecord::None
+    } else {
+        DoorbellRecord::Before
+    }
+}
+
+/// The doorbell rules of a family without a doorbell record: every 64-bit
+/// store is a doorbell of the exact form, with a system-scope release
+/// between the store before it and itself.
+pub fn check_doorbell_rules_without_record(arch: &str, insns: &[Insn]) -> Result<RingReport, String> {
+    let doorbells: Vec<usize> =
+        (0..insns.len()).filter(|&k| store_kind(&insns[k]) == Some(StoreKind::Bits64)).collect();
+    if doorbells.is_empty() {
+        return Err("no single 64-bit doorbell store found (a split doorbell?)".into());
+    }
+    for &d in &doorbells {
+        let db = &insns[d];
+        if let Some(e) = doorbell_form_error(arch, db) {
+            return Err(e);
+        }
+        let prev = (0..d).rev().find(|&k| store_kind(&insns[k]).is_some());
+        let from = prev.map_or(0, |k| k + 1);
+        if !release_between(arch, insns, from, d) {
+            let what = prev.map_or("none".to_string(), |k| insns[k].text());
+            return Err(format!(
+                "no system-scope release between the last store before the doorbell ({what}) and the doorbell {}",
+                db.text()
+            ));
+        }
+    }
+    Ok(RingReport { doorbells: doorbells.len() })
+}
+
+/// The doorbell rules of one kernel, by its family.
+pub fn check_doorbell_rules_for(arch: &str, kernel: &str, insns: &[Insn]) -> Result<RingReport, String> {
+    match doorbell_record_of(kernel) {
+        DoorbellRecord::Before => check_doorbell_rules(arch, insns),
+        DoorbellRecord::None => check_doorbell_rules_without_record(arch, insns),
+    }
+}
+
+/// The doorbell rules for one entry point's instruction stream (mlx5: a
+/// doorbell record before every doorbell).
 pub fn check_doorbell_rules(arch: &str, insns: &[Insn]) -> Result<RingReport, String> {
     let doorbells: Vec<usize> = (0..insns.len())
         .filter(|&k| store_kind(&insns[k]) == Some(StoreKind::Bits64))

@@ -8,5 +8,6 @@
 #include "rust_gin/abi/host_doorbell.h"
 #include "rust_gin/abi/lockstep.h"
 #include "rust_gin/abi/mlx5_queue.h"
+#include "rust_gin/abi/nic_queue.h"
 
 #endif

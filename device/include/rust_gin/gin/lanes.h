@@ -1,6 +1,8 @@
 // Posting from the lanes of a wave: lanes that target the same queue share
 // one ticket, one publish and one doorbell, with a single leader doing the
-// queue-wide steps of mlx5/sq.h.
+// queue-wide steps of the producer (queue/send_queue.h). Every function is
+// a template over the NIC family (F, mlx5 by default: the GIN operations
+// post to mlx5 queues), chosen at compile time.
 //
 // The rule behind every function here: two lanes of one wave never wait in
 // the same queue's in-order publish at once. In a wave the lane whose turn
@@ -23,6 +25,9 @@ namespace gin {
 using mlx5::Request;
 using mlx5::RingPolicy;
 using mlx5::SendQueue;
+// The queue of family F (SendQueue above is mlx5's).
+template <class F>
+using FamilyQueue = queue::SendQueue<F>;
 
 RG_INLINE uint64_t lanes_below(uint32_t me) { return (uint64_t{1} << me) - 1; }
 
@@ -31,8 +36,8 @@ RG_INLINE uint64_t lanes_below(uint32_t me) { return (uint64_t{1} << me) - 1; }
 // body(group, leader, gq) runs on the lanes of the group only. `gq` is the
 // group's queue read from the leader, so it is wave-uniform: on the GPU it
 // lives in scalar registers and the descriptor is read with scalar loads.
-template <typename Body>
-RG_INLINE void for_each_queue_group(const rust_gin_mlx5_sq* q, uint64_t todo, Body body) {
+template <typename Desc, typename Body>
+RG_INLINE void for_each_queue_group(const Desc* q, uint64_t todo, Body body) {
   const uint32_t me = wave::lane_id();
   while (todo) {
     const uint32_t leader = __builtin_ctzll(todo);
@@ -41,7 +46,7 @@ RG_INLINE void for_each_queue_group(const rust_gin_mlx5_sq* q, uint64_t todo, Bo
     const uint64_t group = wave::ballot(mine);
     {
       wave::Region r(mine);
-      if (r) body(group, leader, reinterpret_cast<const rust_gin_mlx5_sq*>(assume_uniform(q_leader)));
+      if (r) body(group, leader, reinterpret_cast<const Desc*>(assume_uniform(q_leader)));
     }
     todo &= ~group;
   }
@@ -73,12 +78,14 @@ RG_INLINE void in_lane_order(uint64_t group, Body body) {
 // lowest lanes first: one batch when they fit, else several, one ticket,
 // publish and doorbell each. The group's other lanes go through each batch
 // with nothing to post. The batch rings when any of its lanes asked to.
-RG_INLINE int post_lane(const rust_gin_mlx5_sq* q, const Request& r, bool has, bool ring, uint64_t* last,
+template <class F = mlx5::Family>
+RG_INLINE int post_lane(const typename F::Desc* q, const Request& r, bool has, bool ring, uint64_t* last,
                         uint32_t counter_tag = 0) {
+  typedef typename F::Desc Desc;
   const uint32_t me = wave::lane_id();
   int status = RUST_GIN_OK;
-  for_each_queue_group(q, wave::ballot(true), [&](uint64_t group, uint32_t, const rust_gin_mlx5_sq* gq) {
-    SendQueue sq(gq);
+  for_each_queue_group(q, wave::ballot(true), [&](uint64_t group, uint32_t, const Desc* gq) {
+    FamilyQueue<F> sq(gq);
     uint64_t todo = wave::ballot(has) & group;
     const uint32_t max_batch = sq.max_batch();
     // One bound per lane's post, as SendQueue::post has (only a batch's
@@ -114,7 +121,7 @@ RG_INLINE int post_lane(const rust_gin_mlx5_sq* q, const Request& r, bool has, b
       bool my_cqe = false;
       if (!s && member) {
         my_cqe = sq.wants_cqe(base, total, i, r);
-        if (r.opcode == mlx5::OP_RDMA_READ) sq.note_read(base + i);
+        if (r.opcode == queue::OP_RDMA_READ) sq.note_read(base + i);
         if (counter_tag) sq.note_counter(base + i, counter_tag);
         sq.write(base + i, r, my_cqe);
         *last = base + i;
@@ -139,13 +146,14 @@ RG_INLINE int post_lane(const rust_gin_mlx5_sq* q, const Request& r, bool has, b
 
 // Posts a lane's list of requests of any length: per queue, the lanes take
 // turns (the mlx5-level entry points; the GIN operations use post_lane).
-template <RingPolicy R, typename ReqAt>
-RG_INLINE int post_in_turn(const rust_gin_mlx5_sq* q, ReqAt req, uint32_t n, uint64_t* last) {
+template <RingPolicy R, class F = mlx5::Family, typename ReqAt>
+RG_INLINE int post_in_turn(const typename F::Desc* q, ReqAt req, uint32_t n, uint64_t* last) {
+  typedef typename F::Desc Desc;
   int status = RUST_GIN_OK;
-  for_each_queue_group(q, wave::ballot(true), [&](uint64_t group, uint32_t, const rust_gin_mlx5_sq* gq) {
+  for_each_queue_group(q, wave::ballot(true), [&](uint64_t group, uint32_t, const Desc* gq) {
     in_lane_order(group, [&] {
-      SendQueue sq(gq);
-      status = sq.post<R>(req, n, last);
+      FamilyQueue<F> sq(gq);
+      status = sq.template post<R>(req, n, last);
     });
   });
   return status;
@@ -154,16 +162,18 @@ RG_INLINE int post_in_turn(const rust_gin_mlx5_sq* q, ReqAt req, uint32_t n, uin
 // The completion index that covers everything published on the lane's queue
 // (SendQueue::flush_target), for the lanes where `participate` holds. Lanes
 // sharing a queue share one flush: its leader posts at most one NOP.
-RG_INLINE int flush_target(const rust_gin_mlx5_sq* q, bool participate, uint64_t* target) {
+template <class F = mlx5::Family>
+RG_INLINE int flush_target(const typename F::Desc* q, bool participate, uint64_t* target) {
+  typedef typename F::Desc Desc;
   const uint32_t me = wave::lane_id();
   int status = RUST_GIN_OK;
-  for_each_queue_group(q, wave::ballot(participate), [&](uint64_t, uint32_t leader, const rust_gin_mlx5_sq* gq) {
+  for_each_queue_group(q, wave::ballot(participate), [&](uint64_t, uint32_t leader, const Desc* gq) {
     uint64_t t = 0;
     int s = RUST_GIN_OK;
     {
       wave::Region lead(me == leader);
       if (lead) {
-        SendQueue sq(gq);
+        FamilyQueue<F> sq(gq);
         s = sq.flush_target(&t);
       }
     }

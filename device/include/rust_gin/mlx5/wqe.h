@@ -4,19 +4,19 @@
 
 #include "rust_gin/abi/mlx5_queue.h"
 #include "rust_gin/mlx5/wire.h"
+#include "rust_gin/queue/request.h"
 
 namespace rust_gin {
 namespace mlx5 {
 
-// One operation for a send queue (layout shared with the host: abi/mlx5_queue.h).
-typedef rust_gin_mlx5_request Request;
-enum RequestFlags : uint8_t {
-  REQ_SIGNALED = RUST_GIN_REQ_SIGNALED,
-  REQ_FENCE = RUST_GIN_REQ_FENCE,
-  REQ_SMALL_FENCE = RUST_GIN_REQ_SMALL_FENCE,
-  REQ_INLINE = RUST_GIN_REQ_INLINE,
-  REQ_SOLICITED = RUST_GIN_REQ_SOLICITED,
-};
+// One operation for a send queue (family-neutral: queue/request.h).
+using queue::Request;
+using queue::REQ_FENCE;
+using queue::REQ_INLINE;
+using queue::REQ_SIGNALED;
+using queue::REQ_SMALL_FENCE;
+using queue::REQ_SOLICITED;
+using queue::kKnownFlags;
 
 RG_INLINE uint8_t fm_ce_se_of(const Request& r, bool cq_update) {
   uint8_t f = cq_update ? static_cast<uint8_t>(CTRL_CQ_UPDATE) : 0;
@@ -31,7 +31,6 @@ RG_INLINE uint8_t fm_ce_se_of(const Request& r, bool cq_update) {
 constexpr uint32_t kMaxInline = 8;
 // The largest message of one RC WQE (2^31 bytes).
 constexpr uint32_t kMaxMessage = 0x80000000u;
-constexpr uint8_t kKnownFlags = REQ_SIGNALED | REQ_FENCE | REQ_SMALL_FENCE | REQ_INLINE | REQ_SOLICITED;
 
 // Whether build_wqe can encode `r` as the NIC will read it. Refused: unknown
 // opcodes and flags; a WRITE or READ of 0 bytes (a data segment's

@@ -1,0 +1,38 @@
+/* GPU-visible description of one RC send queue and its CQ for the NIC
+ * families without a doorbell record (bnxt_re, ionic): one descriptor for
+ * both, family-neutral in layout; which family reads it is chosen at compile
+ * time by the code that posts (queue/send_queue.h over bnxt/family.h or
+ * ionic/family.h). mlx5 keeps its own descriptor (abi/mlx5_queue.h). The
+ * producer state is the same for every family (rust_gin_mlx5_sq_state,
+ * whose counters are family-neutral despite the name). Fields named as in
+ * rust_gin_mlx5_sq mean the same; addresses are as the device sees them. */
+#ifndef RUST_GIN_ABI_NIC_QUEUE_H
+#define RUST_GIN_ABI_NIC_QUEUE_H
+
+#include <stdint.h>
+
+#include "rust_gin/abi/mlx5_queue.h"
+
+typedef struct rust_gin_nic_sq {
+  uint64_t wqe_buf;  /* SQ ring: 2^log_wqe_cnt WQEs (bnxt_re static mode: 128 bytes each; ionic: 64) */
+  uint64_t sq_db;    /* the 8-byte SQ doorbell (bnxt_re: the PD's doorbell page; ionic: dbpage[sq_qtype]) */
+  uint64_t cq_buf;   /* CQE ring: 2^log_cq_cnt CQEs of 32 bytes (NIC-written) */
+  uint64_t cq_db;    /* the 8-byte CQ doorbell (bnxt_re: the doorbell page; ionic: dbpage[cq_qtype]) */
+  uint64_t state;    /* rust_gin_mlx5_sq_state*, in device memory */
+  uint64_t error;    /* rust_gin_error*, the context's sticky error record */
+  uint32_t qpn;      /* the SQ's qid as the doorbell names it */
+  uint32_t log_wqe_cnt;
+  uint32_t cqn;      /* the CQ's qid as its doorbell names it */
+  uint32_t log_cq_cnt;
+  uint32_t peer;
+  uint32_t log_signal_period;
+  uint64_t timeout_ns;
+  uint64_t flush_addr; /* unused by these families so far (no flush WQE) */
+  uint32_t flush_lkey; /* idem */
+  uint32_t cq_phase;   /* bnxt_re: the CQ's first phase (create response); ionic: unused (colour 1) */
+  uint64_t host_doorbell; /* const rust_gin_host_doorbell*, host build only */
+  uint64_t counter_log;
+  uint64_t counters;
+} rust_gin_nic_sq;
+
+#endif

@@ -1,0 +1,103 @@
+// mlx5 (ConnectX) as a NIC-family policy of the family-neutral producer and
+// completion protocol (queue/send_queue.h, queue/completion_queue.h): its
+// descriptor, WQE writes, doorbell sequence and CQE format. The interface
+// every family implements is described in docs/architecture.md, "NIC
+// families".
+#pragma once
+
+#include "rust_gin/abi/mlx5_queue.h"
+#include "rust_gin/core/error.h"
+#include "rust_gin/mlx5/wire.h"
+#include "rust_gin/mlx5/wqe.h"
+#include "rust_gin/queue/request.h"
+
+namespace rust_gin {
+namespace mlx5 {
+
+// The send doorbell: the first 8 bytes of a control segment that names the
+// QP and the new producer index (as NVSHMEM's IBGDA writes it).
+RG_INLINE uint64_t doorbell_value(uint32_t qpn, uint64_t pi) {
+  const uint64_t lo = ctrl_opmod_idx_opcode(static_cast<uint16_t>(pi), 0, 0);
+  const uint64_t hi = ctrl_qpn_ds(qpn, 0);
+  return lo | (hi << 32);
+}
+
+// Extends a 16-bit wqe_counter to the 64-bit index space: the completed WQE
+// lies less than 2^16 WQEBBs ahead of `done`.
+RG_INLINE uint64_t extend_done(uint64_t done, uint16_t wqe_counter) {
+  return queue::extend16(done, static_cast<uint16_t>(wqe_counter + 1));
+}
+
+struct Family {
+  typedef rust_gin_mlx5_sq Desc;
+  // NOP and DUMP exist: a flush posts one when the newest WQE requests no
+  // CQE or READs need proving (SendQueue::flush_target).
+  static constexpr bool kFlushWqe = true;
+
+  // Every WQE is one 64-byte WQEBB, written one 16-byte store per segment as
+  // it is built (mlx5/wqe.h).
+  RG_INLINE static void write(const Desc* d, uint64_t slot, uint64_t index, const Request& r, bool cq_update) {
+    Seg* dst = reinterpret_cast<Seg*>(load_invariant(&d->wqe_buf) + (slot << SEND_WQE_SHIFT));
+    emit_wqe(r, static_cast<uint16_t>(index), load_invariant(&d->qpn), cq_update,
+             [dst](unsigned i, const Seg& seg) { dst[i] = seg; });
+  }
+
+  // WQEs, then the doorbell record (be32, 16 bits of the producer index),
+  // then the 8-byte doorbell to the UAR, each behind a system-scope release.
+  RG_INLINE static void ring(const Desc* d, uint64_t pi) {
+    volatile uint32_t* dbr = reinterpret_cast<volatile uint32_t*>(load_invariant(&d->dbrec)) + SND_DBR;
+#if !defined(RUST_GIN_ISA_FAULT_MISSING_FENCE)
+    fence_release_system();  // WQEs before the doorbell record
+#endif
+    dbr_store32(dbr, bswap32(static_cast<uint32_t>(pi) & 0xffffu), queue::host_doorbell(d));
+    fence_release_system();  // doorbell record before the doorbell
+    mmio_store64(reinterpret_cast<volatile uint64_t*>(load_invariant(&d->uar_db)),
+                 doorbell_value(load_invariant(&d->qpn), pi), queue::host_doorbell(d));
+  }
+
+  // What one poll reads of a CQE: wqe_counter, signature and op_own in one
+  // load, as the NIC writes them together.
+  struct Cqe {
+    const uint8_t* p;
+    uint32_t tail;
+    uint16_t wqe_counter;
+  };
+  typedef uint32_t CqRing;  // the ring mask
+  RG_INLINE static CqRing cq_ring(const Desc* d) { return (1u << load_invariant(&d->log_cq_cnt)) - 1; }
+  RG_INLINE static bool cqe_next(const Desc* d, CqRing mask, uint64_t ci, Cqe* c) {
+    c->p = reinterpret_cast<const uint8_t*>(load_invariant(&d->cq_buf)) + ((ci & mask) * CQE_SIZE);
+    c->tail = atomic_load(reinterpret_cast<const uint32_t*>(c->p + 60), __ATOMIC_RELAXED, Scope::system);
+    const uint8_t op_own = static_cast<uint8_t>(c->tail >> 24);
+    c->wqe_counter = bswap16(static_cast<uint16_t>(c->tail));
+    return cqe_is_sw_owned(op_own, static_cast<uint32_t>(ci), load_invariant(&d->log_cq_cnt));
+  }
+  // 1 + the index of the completed WQE (every WQE is one WQEBB).
+  RG_INLINE static uint64_t cqe_end(const Desc*, const Cqe& c, uint64_t done) {
+    return extend_done(done, c.wqe_counter);
+  }
+  RG_INLINE static bool cqe_failed(const Cqe& c) {
+    const uint8_t opcode = cqe_opcode(static_cast<uint8_t>(c.tail >> 24));
+    return opcode == CQE_REQ_ERR || opcode == CQE_RESP_ERR;
+  }
+  RG_INLINE static ErrorInfo cqe_error(const Desc*, const Cqe& c, uint64_t) {
+    const uint32_t synd_word =
+        atomic_load(reinterpret_cast<const uint32_t*>(c.p + 52), __ATOMIC_RELAXED, Scope::system);
+    const uint32_t opcode_qpn =
+        bswap32(atomic_load(reinterpret_cast<const uint32_t*>(c.p + 56), __ATOMIC_RELAXED, Scope::system));
+    ErrorInfo e = {};
+    e.qpn = opcode_qpn & 0xffffffu;
+    e.wqe_index = c.wqe_counter;
+    e.vendor_syndrome = static_cast<uint8_t>(synd_word >> 16);  // byte 54
+    e.syndrome = static_cast<uint8_t>(synd_word >> 24);         // byte 55
+    e.wqe_opcode = static_cast<uint8_t>(opcode_qpn >> 24);
+    return e;
+  }
+  // The CQ doorbell record: 24 bits of the consumer index, be32.
+  RG_INLINE static void cq_consumed(const Desc* d, uint64_t ci) {
+    dbr_store32(reinterpret_cast<volatile uint32_t*>(load_invariant(&d->cq_dbrec)),
+                bswap32(static_cast<uint32_t>(ci) & 0xffffffu), queue::host_doorbell(d));
+  }
+};
+
+}  // namespace mlx5
+}  // namespace rust_gin

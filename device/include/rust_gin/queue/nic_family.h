@@ -1,0 +1,46 @@
+// What the families without a doorbell record (bnxt_re, ionic) share as
+// policies of the producer protocol: the descriptor rust_gin_nic_sq, no
+// flush WQE, and a doorbell that is one 64-bit store behind a system-scope
+// release (docs/architecture.md, "NIC families"). A family derives from
+// NicSqFamily<itself> and supplies sq_doorbell(d, pi), write and its CQE
+// format (bnxt/family.h, ionic/family.h).
+#pragma once
+
+#include "rust_gin/abi/nic_queue.h"
+#include "rust_gin/queue/request.h"
+
+namespace rust_gin {
+namespace queue {
+
+template <class Derived>
+struct NicSqFamily {
+  typedef rust_gin_nic_sq Desc;
+  // No NOP or DUMP: every batch's last WQE asks for a CQE instead.
+  static constexpr bool kFlushWqe = false;
+
+  RG_INLINE static uint32_t mask(uint32_t log) { return (1u << log) - 1; }
+
+  // WQEs, then one 64-bit doorbell carrying the producer index, behind a
+  // system-scope release. Doorbells reach the NIC in order: the protocol's
+  // ring lock gives that (ionic's GDA mode requires it).
+  RG_INLINE static void ring(const Desc* d, uint64_t pi) {
+#if !defined(RUST_GIN_ISA_FAULT_MISSING_FENCE)
+    fence_release_system();
+#endif
+    mmio_store64(reinterpret_cast<volatile uint64_t*>(load_invariant(&d->sq_db)), Derived::sq_doorbell(d, pi),
+                 host_doorbell(d));
+  }
+
+  typedef uint32_t CqRing;  // log2 of the CQ's entries
+  RG_INLINE static CqRing cq_ring(const Desc* d) { return load_invariant(&d->log_cq_cnt); }
+
+  // The CQ doorbell `value`, behind a release like every doorbell (the ISA
+  // checks hold every 64-bit store of these families to that).
+  RG_INLINE static void ring_cq(const Desc* d, uint64_t value) {
+    fence_release_system();
+    mmio_store64(reinterpret_cast<volatile uint64_t*>(load_invariant(&d->cq_db)), value, host_doorbell(d));
+  }
+};
+
+}  // namespace queue
+}  // namespace rust_gin

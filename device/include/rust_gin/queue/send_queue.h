@@ -1,0 +1,411 @@
+// The send-queue producer, written once for every NIC family: many lanes and
+// waves post to one RC send queue at once without losing, duplicating or
+// reordering what they publish.
+//
+//   reserve   one atomic add on `resv` hands out a ticket range of WQEs;
+//   credit    the range may be written once the NIC has consumed the WQEs
+//             that last occupied it (`done`, advanced from CQEs);
+//   write     each WQE is assembled in registers and stored (the family's
+//             format: F::write);
+//   publish   tickets are published strictly in order: wait for `ready` to
+//             reach our base, then add our count (release);
+//   ring      whoever holds the ring lock rings once for the published
+//             prefix (the family's doorbell: F::ring): a producer that finds
+//             the lock taken leaves, and the holder looks again after
+//             unlocking, so concurrent publishers share one doorbell.
+//
+// What differs between families is a policy F chosen at compile time
+// (docs/architecture.md, "NIC families"; mlx5/family.h, bnxt/family.h,
+// ionic/family.h): the descriptor type, the WQE format, the doorbell
+// sequence, the completion format and whether a flush WQE exists. Nothing
+// here dispatches on the family at run time.
+//
+// The batch entry point `post` runs the same steps over an array of requests,
+// and the wave layer (gin/lanes.h) runs the same steps with one leader per
+// queue. Every wait goes through wave::spin, so a lockstep wave on the CPU
+// runs these loops as a GPU wave would.
+#pragma once
+
+#include "rust_gin/core/error.h"
+#include "rust_gin/port/wave.h"
+#include "rust_gin/queue/completion_queue.h"
+#include "rust_gin/queue/request.h"
+
+namespace rust_gin {
+namespace queue {
+
+// Ring now, or leave the published WQEs for a later ring (aggregation).
+enum class RingPolicy { now, defer };
+
+template <class F>
+class SendQueue {
+ public:
+  typedef typename F::Desc Desc;
+
+  // The descriptor is read-only: it is not copied (a copy made through a
+  // per-lane pointer lives in vector registers all along), its fields are
+  // read where they are needed (rd), through a wave-uniform pointer with
+  // scalar loads.
+  RG_INLINE explicit SendQueue(const Desc* d)
+      : d_(d), st_(reinterpret_cast<rust_gin_mlx5_sq_state*>(load_invariant(&d->state))), cq_(d) {}
+
+  RG_INLINE uint32_t depth() const { return 1u << rd(d_->log_wqe_cnt); }
+  // Batches of at most a quarter of the queue, with a CQE requested at least
+  // once per quarter, guarantee that a waiting producer always has a
+  // signalled WQE of an earlier producer ahead of it (docs/architecture.md).
+  RG_INLINE uint32_t max_batch() const { return depth() >> 2; }
+  RG_INLINE bool failed() const { return atomic_load(&st_->failed, __ATOMIC_RELAXED, Scope::agent) != 0; }
+  RG_INLINE uint64_t timeout_ns() const { return rd(d_->timeout_ns); }
+
+  // --- the steps -------------------------------------------------------------
+  RG_INLINE uint64_t reserve(uint32_t n) {
+    return atomic_fetch_add(&st_->resv, static_cast<uint64_t>(n), __ATOMIC_RELAXED, Scope::agent);
+  }
+
+  // Waits until WQEBBs [base, base+n) are free. Credit returns only for WQEs
+  // the NIC was told about, so a producer that must wait rings whatever is
+  // published but not rung first (an aggregated burst longer than the queue
+  // would otherwise wait for a doorbell nobody rings).
+  RG_INLINE int wait_credit(uint64_t base, uint32_t n, Bound& bound) {
+    // The fast path is the loop's first test, not an `if` around it: lanes
+    // that skip a loop wait at its end on hardware, and must in lockstep.
+    const uint64_t need = base + n > depth() ? base + n - depth() : 0;
+    return wave::spin([&] {
+      if (!need || reusable() >= need) return static_cast<int>(RUST_GIN_OK);
+      if (failed()) return static_cast<int>(RUST_GIN_ERR_QP_FAILED);
+#if !defined(RUST_GIN_HAZARD_CREDIT_WAIT_WITHOUT_RING)
+      if (unrung()) ring();
+#endif
+      cq_.poll();
+      credit_counters();
+      const uint64_t done = reusable();
+      if (done >= need) return static_cast<int>(RUST_GIN_OK);
+      const int b = bound.check();
+      if (b) return fail_wait(b, RUST_GIN_WAIT_SQ_CREDIT, need, done);
+      return wave::kSpinAgain;
+    }, cq_ring());
+  }
+
+  // What credit and completion waits wait for: the NIC writing the CQ ring
+  // (the key a host-build waiter parks on, port/wave.h).
+  RG_INLINE const void* cq_ring() const { return reinterpret_cast<const void*>(rd(d_->cq_buf)); }
+
+  // WQEBBs below this may be written again: completed and, where counters
+  // are kept, credited (a slot's counter_log entry must be read first).
+  RG_INLINE uint64_t reusable() const {
+    return atomic_load(rd(d_->counter_log) ? &st_->credited : &st_->done, __ATOMIC_ACQUIRE, Scope::agent);
+  }
+
+  // Published WQEs the doorbell has not announced yet.
+  RG_INLINE bool unrung() const {
+    return atomic_load(&st_->ready, __ATOMIC_RELAXED, Scope::agent) !=
+           atomic_load(&st_->rung, __ATOMIC_RELAXED, Scope::agent);
+  }
+
+  // Whether WQE i of the batch [base, base+n) requests a CQE: the last one,
+  // when the batch crosses a signalling boundary, or when asked to.
+  // A family without a flush WQE (F::kFlushWqe false) asks for a CQE at the
+  // end of every batch instead, so that a flush always finds the newest WQE
+  // signalled (flush_target).
+  RG_INLINE bool wants_cqe(uint64_t base, uint32_t n, uint32_t i, const Request& r) const {
+    if (r.flags & REQ_SIGNALED) return true;
+    if (i + 1 != n) return false;
+    if (!F::kFlushWqe) return true;
+    const uint32_t p = rd(d_->log_signal_period);
+    return ((base + n) >> p) != (base >> p);
+  }
+
+  // A READ is about to be published at or below `index`: a later flush must
+  // prove its data landed (flush_target). Before the publish, whose release
+  // (by this lane, or by the wave's leader after this wave's stores) orders it.
+  RG_INLINE void note_read(uint64_t index) {
+    atomic_fetch_max(&st_->read_end, index + 1, __ATOMIC_RELAXED, Scope::agent);
+  }
+
+  // The put whose last WQE sits at `index` names counter `tag - 1`: whoever
+  // polls the CQ credits it once that WQE completed (cq.h). Before the
+  // publish, as note_read.
+  RG_INLINE void note_counter(uint64_t index, uint32_t tag) {
+    uint32_t* log = reinterpret_cast<uint32_t*>(rd(d_->counter_log));
+    atomic_store(&log[index & (depth() - 1)], tag, __ATOMIC_RELAXED, Scope::agent);
+    atomic_fetch_max(&st_->counted_end, index + 1, __ATOMIC_RELAXED, Scope::agent);
+  }
+
+  // Whether counted puts wait for credit (counters still to advance).
+  RG_INLINE bool counted_pending() const {
+    return atomic_load(&st_->counted_end, __ATOMIC_RELAXED, Scope::agent) >
+           atomic_load(&st_->credited, __ATOMIC_ACQUIRE, Scope::agent);
+  }
+
+  // Credits the counters of counted puts that completed. Whoever takes the
+  // credit lock reads and clears the counter_log entries of the WQEs that
+  // completed since `credited`, adds 1 to each entry's counter unless the
+  // WQE is at or after the first failure, and only then raises `credited`
+  // (release): a producer reusing a slot waits for `credited`, so it never
+  // overwrites an entry nobody has read yet (claiming the range first and
+  // reading it after let a reused slot's new entry be credited in place of
+  // the old one: the lockstep soak caught a counter one off). A caller that
+  // finds the lock taken leaves; the holder looks again after unlocking, as
+  // ring() does, so the loop is no wait.
+  RG_INLINE void credit_counters() {
+    uint32_t* log = reinterpret_cast<uint32_t*>(rd(d_->counter_log));
+    if (!log) return;
+    for (;;) {
+      if (atomic_exchange(&st_->credit_lock, 1u, __ATOMIC_ACQ_REL, Scope::agent) != 0) return;
+      const uint64_t done = atomic_load(&st_->done, __ATOMIC_ACQUIRE, Scope::agent);
+      const uint64_t from = atomic_load(&st_->credited, __ATOMIC_RELAXED, Scope::agent);
+      if (from < done) {
+        const uint64_t failed = atomic_load(&st_->failed_end, __ATOMIC_RELAXED, Scope::agent);
+        const uint64_t good_end = failed ? failed - 1 : done;
+        uint64_t* counters = reinterpret_cast<uint64_t*>(rd(d_->counters));
+        for (uint64_t i = from; i < done; ++i) {
+          uint32_t* e = &log[i & (depth() - 1)];
+          const uint32_t c = atomic_load(e, __ATOMIC_RELAXED, Scope::agent);
+          if (!c) continue;
+          atomic_store(e, 0u, __ATOMIC_RELAXED, Scope::agent);
+          if (i < good_end) atomic_fetch_add(&counters[c - 1], uint64_t{1}, __ATOMIC_RELEASE, Scope::agent);
+        }
+        // An exchange, not a store: the device code's only plain 64-bit
+        // stores are doorbells (the ISA checks hold it to that).
+        atomic_exchange(&st_->credited, done, __ATOMIC_RELEASE, Scope::agent);
+      }
+      atomic_store(&st_->credit_lock, 0u, __ATOMIC_RELEASE, Scope::agent);
+      if (atomic_load(&st_->done, __ATOMIC_ACQUIRE, Scope::agent) == done) return;
+    }
+  }
+
+  // Writes the request's WQE into ring slot `index` in the family's format
+  // (mlx5: one 16-byte store per segment as it is built, mlx5/wqe.h).
+  // F::write gets the ring slot (index mod depth) and the index itself.
+  RG_INLINE void write(uint64_t index, const Request& r, bool cq_update) {
+    F::write(d_, index & (depth() - 1), index, r, cq_update);
+  }
+
+  // Publishes [base, base+n) after every earlier ticket. `signaled_end` is
+  // base+n when the batch's last WQE requests a CQE, else 0. Only one lane of
+  // a wave may wait here per queue: lanes spinning here together would wait
+  // for each other forever (gin/lanes.h posts accordingly).
+  RG_INLINE int publish(uint64_t base, uint32_t n, uint64_t signaled_end, Bound& bound) {
+    {
+      const int s = wave::spin([&] {
+        const uint64_t ready = atomic_load(&st_->ready, __ATOMIC_ACQUIRE, Scope::agent);
+        if (ready == base) return static_cast<int>(RUST_GIN_OK);
+        // Behind a failed queue nothing will be published again: leave now.
+        if (failed()) return static_cast<int>(RUST_GIN_ERR_QP_FAILED);
+        // Not abortable: a producer that gave up here would leave its ticket
+        // unpublished and wedge the queue for everyone behind it.
+        if (bound.check() == RUST_GIN_ERR_TIMEOUT) {
+          return fail_wait(RUST_GIN_ERR_TIMEOUT, RUST_GIN_WAIT_SQ_PUBLISH, base, ready);
+        }
+        return wave::kSpinAgain;
+      });
+      if (s) return s;
+    }
+    if (signaled_end) atomic_fetch_max(&st_->last_signaled, signaled_end, __ATOMIC_RELAXED, Scope::agent);
+    // Release at agent scope: the ringer's system-scope release that follows
+    // its acquire of `ready` carries these WQE stores to the NIC.
+    atomic_fetch_add(&st_->ready, static_cast<uint64_t>(n), __ATOMIC_RELEASE, Scope::agent);
+    return RUST_GIN_OK;
+  }
+
+  // Rings for everything published so far, unless another producer holds the
+  // lock (it looks again after unlocking, so nothing is left unrung). The
+  // loop is no wait: each turn rings for WQEs published meanwhile, and it
+  // ends as soon as a turn finds nothing new.
+  RG_INLINE void ring() {
+    for (;;) {
+      if (atomic_exchange(&st_->ring_lock, 1u, __ATOMIC_ACQ_REL, Scope::agent) != 0) return;
+      const uint64_t pi = atomic_load(&st_->ready, __ATOMIC_ACQUIRE, Scope::agent);
+      if (pi != atomic_load(&st_->rung, __ATOMIC_RELAXED, Scope::agent)) {
+        // The family's doorbell sequence, with its system-scope releases
+        // (WQEs before the doorbell, and before a doorbell record if any).
+        F::ring(d_, pi);
+        atomic_exchange(&st_->rung, pi, __ATOMIC_RELAXED, Scope::agent);
+        atomic_fetch_add(&st_->doorbells, uint64_t{1}, __ATOMIC_RELAXED, Scope::agent);
+      }
+      // RMW unlock: a producer whose exchange saw the lock held is ordered
+      // before it, so the load below sees that producer's publish.
+      atomic_exchange(&st_->ring_lock, 0u, __ATOMIC_ACQ_REL, Scope::agent);
+      if (atomic_load(&st_->ready, __ATOMIC_ACQUIRE, Scope::agent) == pi) return;
+    }
+  }
+
+  // --- whole operations ------------------------------------------------------
+  // Posts n requests in order (split into batches of at most max_batch()).
+  // For one lane: lanes of a wave that post to one queue must take turns
+  // (gin/lanes.h does), or they wait for each other in publish.
+  // `req(i)` yields request i: an array read, or one value for a single
+  // request, which then never takes a trip through (scratch) memory.
+  template <RingPolicy R = RingPolicy::now, typename ReqAt>
+  RG_INLINE int post(ReqAt req, uint32_t n, uint64_t* last = nullptr) {
+    if (failed()) return RUST_GIN_ERR_QP_FAILED;
+    Bound bound(rd(d_->timeout_ns));
+    uint32_t first = 0;
+    while (first < n) {
+      const uint32_t left = n - first;
+      const uint32_t m = left < max_batch() ? left : max_batch();
+      const uint64_t base = reserve(m);
+      int s = wait_credit(base, m, bound);
+      if (s) return s;
+      bool last_cqe = false;
+      bool reads = false;
+      for (uint32_t i = 0; i < m; ++i) {
+        const Request r = req(first + i);
+        const bool cqe = wants_cqe(base, m, i, r);
+        reads |= r.opcode == OP_RDMA_READ;
+        write(base + i, r, cqe);
+        last_cqe = cqe;
+      }
+      // Once per batch: the batch's end covers its READs.
+      if (reads) note_read(base + m - 1);
+      s = publish(base, m, last_cqe ? base + m : 0, bound);
+      if (s) return s;
+      if (R == RingPolicy::now) ring();
+      if (last) *last = base + m - 1;
+      first += m;
+    }
+    return RUST_GIN_OK;
+  }
+
+  template <RingPolicy R = RingPolicy::now>
+  RG_INLINE int post_array(const Request* reqs, uint32_t n, uint64_t* last = nullptr) {
+    return post<R>([reqs](uint32_t i) { return reqs[i]; }, n, last);
+  }
+
+  template <RingPolicy R = RingPolicy::now>
+  RG_INLINE int post_one(const Request& r, uint64_t* last = nullptr) {
+    return post<R>([&r](uint32_t) { return r; }, 1, last);
+  }
+
+  // Makes every WQE published so far observable as complete: returns the
+  // completion index to wait for. Completions are in order on a send queue,
+  // so one CQE covers all WQEs before it. A flush WQE is posted when READs
+  // were published since the last DUMP (a READ's own CQE does not prove its
+  // data landed) or when the newest WQE requests no CQE. It is a signalled
+  // DUMP when the queue has a flush byte (mlx5/wire.h, OP_DUMP: its read of
+  // local memory cannot pass the READs' data writes), else a NOP; either
+  // way its small fence holds it behind earlier READs and atomics. Rings
+  // whatever is published but not rung.
+  RG_INLINE int flush_target(uint64_t* target) {
+    if constexpr (!F::kFlushWqe) {
+      return flush_target_signalled(target);
+    } else {
+      if (failed()) return RUST_GIN_ERR_QP_FAILED;
+      const uint64_t t = atomic_load(&st_->ready, __ATOMIC_ACQUIRE, Scope::agent);
+      // Ordered by the acquire above: every READ published below t is in read_end.
+      const uint64_t reads = atomic_load(&st_->read_end, __ATOMIC_RELAXED, Scope::agent);
+      const uint64_t dumped = atomic_load(&st_->dump_end, __ATOMIC_RELAXED, Scope::agent);
+      const uint32_t lkey = rd(d_->flush_lkey);
+      if (!(lkey && reads && reads >= dumped)) {
+        // A DUMP posted by another flush covers our READs: wait for it too.
+        *target = reads && dumped > t ? dumped : t;
+        if (*target == 0 || atomic_load(&st_->done, __ATOMIC_ACQUIRE, Scope::agent) >= *target) return RUST_GIN_OK;
+        if (atomic_load(&st_->last_signaled, __ATOMIC_RELAXED, Scope::agent) >= *target) {
+          ring();
+          return RUST_GIN_OK;
+        }
+      }
+      Request r = {};
+      r.flags = REQ_SIGNALED | REQ_SMALL_FENCE;
+      r.length = 1;
+      r.lkey = lkey;
+      r.laddr = rd(d_->flush_addr);
+      uint64_t idx = 0;
+      // Two posts, each of a known opcode: a WQE builder for an opcode known
+      // only at run time costs 9 more VGPRs in every kernel that flushes.
+      int s;
+      if (lkey) {
+        r.opcode = OP_DUMP;
+        s = post_one(r, &idx);
+      } else {
+        r.opcode = OP_NOP;
+        s = post_one(r, &idx);
+      }
+      if (s) return s;
+      // After the post: a flush that sees dump_end finds the DUMP published.
+      if (lkey) atomic_fetch_max(&st_->dump_end, idx + 1, __ATOMIC_RELAXED, Scope::agent);
+      *target = idx + 1;
+      return RUST_GIN_OK;
+    }
+  }
+
+  // flush_target of a family without a flush WQE: every batch's last WQE
+  // asks for a CQE (wants_cqe), so the newest published WQE is signalled
+  // and its completion covers everything; the flush byte is not used, so
+  // these families' gets are not proven landed by a flush yet
+  // (docs/architecture.md, "NIC families").
+  RG_INLINE int flush_target_signalled(uint64_t* target) {
+    if (failed()) return RUST_GIN_ERR_QP_FAILED;
+    *target = atomic_load(&st_->ready, __ATOMIC_ACQUIRE, Scope::agent);
+    if (*target == 0 || atomic_load(&st_->done, __ATOMIC_ACQUIRE, Scope::agent) >= *target) return RUST_GIN_OK;
+    ring();
+    return RUST_GIN_OK;
+  }
+
+  // Waits until every WQE published so far has completed.
+  RG_INLINE int quiet(Bound& bound) {
+    uint64_t target = 0;
+    const int s = flush_target(&target);
+    if (s) return s;
+    return wait_done(target, RUST_GIN_WAIT_FLUSH, bound);
+  }
+  RG_INLINE int quiet() {
+    Bound bound(rd(d_->timeout_ns));
+    return quiet(bound);
+  }
+
+  // Waits until `done` reaches target, polling the CQ. Ends with a
+  // system-scope acquire by the waiting lane itself: the lane that polled
+  // the CQE may run on another CU, and what the NIC wrote into memory (a
+  // READ's data) must not be read from this CU's stale caches.
+  RG_INLINE int wait_done(uint64_t target, uint8_t what, Bound& bound) {
+    const int status = wave::spin([&] {
+      if (atomic_load(&st_->done, __ATOMIC_ACQUIRE, Scope::agent) >= target) {
+        return static_cast<int>(failed() ? RUST_GIN_ERR_QP_FAILED : RUST_GIN_OK);
+      }
+      const int s = cq_.poll();
+      if (s) return s;
+      const uint64_t done = atomic_load(&st_->done, __ATOMIC_ACQUIRE, Scope::agent);
+      if (done >= target) return static_cast<int>(failed() ? RUST_GIN_ERR_QP_FAILED : RUST_GIN_OK);
+      if (failed()) return static_cast<int>(RUST_GIN_ERR_QP_FAILED);
+      const int b = bound.check();
+      if (b) return fail_wait(b, what, target, done);
+      return wave::kSpinAgain;
+    }, cq_ring());
+    fence_acquire_system();
+    return status;
+  }
+
+  RG_INLINE int poll() { return cq_.poll(); }
+
+ private:
+  // A wait ended early: an abort is returned as is; a timeout is recorded and
+  // fails the queue (a producer that gave up may hold a ticket nobody will
+  // publish, so the queue cannot make progress any more).
+  RG_INLINE int fail_wait(int why, uint8_t what, uint64_t expected, uint64_t observed) {
+    if (why != RUST_GIN_ERR_TIMEOUT) return why;
+    ErrorInfo e = {};
+    e.code = RUST_GIN_ERR_TIMEOUT;
+    e.peer = rd(d_->peer);
+    e.qpn = rd(d_->qpn);
+    e.wqe_index = static_cast<uint32_t>(expected & 0xffff);
+    e.wait_kind = what;
+    e.expected = expected;
+    e.observed = observed;
+    record_error(reinterpret_cast<rust_gin_error*>(rd(d_->error)), e);
+    atomic_exchange(&st_->failed, 1u, __ATOMIC_RELAXED, Scope::agent);
+    return RUST_GIN_ERR_TIMEOUT;
+  }
+
+  template <typename T>
+  RG_INLINE static T rd(const T& field) {
+    return load_invariant(&field);
+  }
+
+  const Desc* d_;
+  rust_gin_mlx5_sq_state* st_;
+  CompletionQueue<F> cq_;
+};
+
+}  // namespace queue
+}  // namespace rust_gin
