@@ -97,7 +97,8 @@ fn placements_match_the_documented_table_and_every_allocation_names_its_object()
     each(Object::CounterLog, n, n * nctx * 4 * depth);
     each(Object::CountedPeers, n, nctx * n.div_ceil(64) * 8);
     each(Object::WindowDescriptor, n, size_of::<rust_gin_window>());
-    each(Object::WindowPeers, n, n * size_of::<rust_gin_window_peer>());
+    // One rail: the peer table and the rail's local key.
+    each(Object::WindowPeers, n, n * size_of::<rust_gin_window_peer>() + 4);
     // Per queue pair, with the default queue placement (host).
     each(Object::QueueState, qps, size_of::<rust_gin_mlx5_sq_state>());
     each(Object::SendRing(RingHome::Host), qps, 64 * depth);

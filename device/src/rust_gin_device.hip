@@ -136,10 +136,10 @@ RG_EXTERN_C RG_DEV int rust_gin_put(const void* handle, uint32_t context, uint32
       Request w = {};
       w.opcode = OP_RDMA_WRITE;
       w.length = static_cast<uint32_t>(kMaxChunk);
-      w.lkey = src->lkey;
+      w.lkey = local_key(x, src);
       w.laddr = src->local_base + src_off + done_bytes;
-      w.raddr = remote(dst_window, peer).base + dst_off + done_bytes;
-      w.rkey = remote(dst_window, peer).rkey;
+      w.raddr = remote(x, dst_window, peer).base + dst_off + done_bytes;
+      w.rkey = remote(x, dst_window, peer).rkey;
       if ((s = post(x, peer, w, flags & ~RUST_GIN_FLAG_AGGREGATE))) break;
       done_bytes += kMaxChunk;
     }
@@ -149,10 +149,10 @@ RG_EXTERN_C RG_DEV int rust_gin_put(const void* handle, uint32_t context, uint32
   if (bytes) {
     w.opcode = OP_RDMA_WRITE;
     w.length = static_cast<uint32_t>(bytes - done_bytes);
-    w.lkey = src->lkey;
+    w.lkey = local_key(x, src);
     w.laddr = src->local_base + src_off + done_bytes;
-    w.raddr = remote(dst_window, peer).base + dst_off + done_bytes;
-    w.rkey = remote(dst_window, peer).rkey;
+    w.raddr = remote(x, dst_window, peer).base + dst_off + done_bytes;
+    w.rkey = remote(x, dst_window, peer).rkey;
   }
   // The signal rides the same queue behind the data: the responder executes
   // it after the writes, so the signal is seen only after the data. The
@@ -187,8 +187,8 @@ RG_EXTERN_C RG_DEV int rust_gin_put_value(const void* handle, uint32_t context, 
   w.flags = REQ_INLINE;
   w.length = size;
   w.operand0 = value;
-  w.raddr = remote(dst_window, peer).base + dst_off;
-  w.rkey = remote(dst_window, peer).rkey;
+  w.raddr = remote(x, dst_window, peer).base + dst_off;
+  w.rkey = remote(x, dst_window, peer).rkey;
   const bool has_signal = signal.type != RUST_GIN_SIGNAL_NONE;
   if (has_signal && (s = check_signal(x, peer, signal))) return s;
   if (flags & RUST_GIN_FLAG_RELEASE_SYSTEM) fence_release_system();
@@ -225,10 +225,10 @@ RG_EXTERN_C RG_DEV int rust_gin_get(const void* handle, uint32_t context, uint32
     Request r = {};
     r.opcode = OP_RDMA_READ;
     r.length = static_cast<uint32_t>(len);
-    r.lkey = local->lkey;
+    r.lkey = local_key(x, local);
     r.laddr = local->local_base + local_off + off;
-    r.raddr = remote(remote_window, peer).base + remote_off + off;
-    r.rkey = remote(remote_window, peer).rkey;
+    r.raddr = remote(x, remote_window, peer).base + remote_off + off;
+    r.rkey = remote(x, remote_window, peer).rkey;
     return r;
   };
   uint64_t off = 0;

@@ -44,6 +44,14 @@ const LKEY_VARIANT: u32 = 0x2a;
 const RKEY_VARIANT: u32 = 0x5c;
 
 impl MrTable {
+    /// A table whose keys start at `base` (an index), so that two NICs hand
+    /// out different keys for the same registration, as two ConnectX NICs
+    /// do: code that uses one NIC's key on another (a window key on the
+    /// wrong rail) gets the access error hardware would give.
+    pub fn starting_at(base: u32) -> MrTable {
+        MrTable { next_index: base, ..MrTable::default() }
+    }
+
     /// Registers a region. Keys look like mlx5 mkeys: index << 8 | a variant
     /// byte, never the invalid lkey 0x100.
     pub fn register(&mut self, pd: u32, addr: u64, len: u64, access: Access) -> Region {

@@ -261,7 +261,8 @@ impl GinContext {
                 sink_lkey,
                 n_signals: settings.n_signals,
                 n_counters: settings.n_counters,
-                reserved: 0,
+                // Picks the window keys of this context's NIC (device ABI 2).
+                rail: rail as u32,
                 counted_peers: counted_peers.dev_addr() + (8 * bitmap_words * c as usize) as u64,
             };
             contexts.write_pod(std::mem::size_of::<rust_gin_context>() * c as usize, &ctx);

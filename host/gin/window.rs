@@ -82,33 +82,51 @@ impl Window {
                 unsafe { coll.nic.reg_dmabuf_mr(data, size, offset, fd, access)? }
             }
         };
-        let mut mine = Vec::with_capacity(20);
+        // Every rank sends its base and size and its rkey on each rail (each
+        // rail's NIC hands out its own keys); kernels pick the table of their
+        // context's rail.
+        let keys = region.rail_keys();
+        let rails = keys.len();
+        let mut mine = Vec::with_capacity(16 + 4 * rails);
         mine.extend_from_slice(&region.addr().to_le_bytes());
-        mine.extend_from_slice(&region.rkey().to_le_bytes());
         mine.extend_from_slice(&size.to_le_bytes());
+        for (_, rkey) in &keys {
+            mine.extend_from_slice(&rkey.to_le_bytes());
+        }
         let all = coll.mesh.allgather(&mine)?;
         let alloc = coll.nic.allocator();
         let n = coll.nranks as usize;
-        let peers = alloc.alloc(std::mem::size_of::<rust_gin_window_peer>() * n, 64, Object::WindowPeers)?;
+        let entry = std::mem::size_of::<rust_gin_window_peer>();
+        // [rails][nranks] peer entries, then the local key of each rail.
+        let peers = alloc.alloc(entry * n * rails + 4 * rails, 64, Object::WindowPeers)?;
+        let lkeys_at = (entry * n * rails) as u64;
+        for (k, (lkey, _)) in keys.iter().enumerate() {
+            peers.write_pod(lkeys_at as usize + 4 * k, lkey);
+        }
         let mut remote = Vec::with_capacity(n);
         for (p, m) in all.iter().enumerate() {
-            if m.len() != 20 {
-                return Err(Error::Remote(format!("rank {p} sent a malformed window registration")));
+            if m.len() != 16 + 4 * rails {
+                return Err(Error::Remote(format!(
+                    "rank {p} sent a malformed window registration ({} bytes, {} expected for {rails} rail(s))",
+                    m.len(),
+                    16 + 4 * rails
+                )));
             }
             let base = u64::from_le_bytes(m[0..8].try_into().expect("8"));
-            let rkey = u32::from_le_bytes(m[8..12].try_into().expect("4"));
-            let psize = u64::from_le_bytes(m[12..20].try_into().expect("8"));
+            let psize = u64::from_le_bytes(m[8..16].try_into().expect("8"));
             if psize != size {
                 tracing::warn!(peer = p, size, peer_size = psize, "regMrSym: window sizes differ across ranks");
             }
-            peers.write_pod(
-                std::mem::size_of::<rust_gin_window_peer>() * p,
-                &rust_gin_window_peer { base, rkey, reserved: 0 },
-            );
-            remote.push(RemoteRegion { base, rkey, size: psize });
+            for k in 0..rails {
+                let rkey = u32::from_le_bytes(m[16 + 4 * k..20 + 4 * k].try_into().expect("4"));
+                peers.write_pod(entry * (k * n + p), &rust_gin_window_peer { base, rkey, reserved: 0 });
+                if k == 0 {
+                    remote.push(RemoteRegion { base, rkey, size: psize });
+                }
+            }
         }
         // Kernels bound-check against the smallest registration of any rank.
-        let min_size = all.iter().map(|m| u64::from_le_bytes(m[12..20].try_into().expect("8"))).min().unwrap_or(size);
+        let min_size = all.iter().map(|m| u64::from_le_bytes(m[8..16].try_into().expect("8"))).min().unwrap_or(size);
         let desc = alloc.alloc(std::mem::size_of::<rust_gin_window>(), 64, Object::WindowDescriptor)?;
         desc.write_pod(
             0,
@@ -118,8 +136,9 @@ impl Window {
                 local_base: region.addr(),
                 size: min_size,
                 lkey: region.lkey(),
-                reserved: 0,
+                rails: rails as u32,
                 peers: peers.dev_addr(),
+                lkeys: peers.dev_addr() + lkeys_at,
             },
         );
         drop(_one_at_a_time);

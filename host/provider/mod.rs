@@ -57,6 +57,11 @@ pub trait MemoryRegion: Send + Sync {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// (lkey, rkey) on each rail, rail 0 first: a region registered on
+    /// several NICs (session::rails) has a key pair per NIC.
+    fn rail_keys(&self) -> Vec<(u32, u32)> {
+        vec![(self.lkey(), self.rkey())]
+    }
 }
 
 /// A reliable-connected queue pair with its CQ, built over queue memory a

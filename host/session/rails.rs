@@ -4,9 +4,8 @@
 //! (context c on rail c mod R: [`rail_of`]); memory a kernel addresses is
 //! registered on every rail. [`RailSet`] is the comm's NIC as the code that
 //! does not care about rails sees it (windows, the RMA plugin): it registers
-//! on every rail and refuses registrations whose keys differ between rails,
-//! because a window descriptor carries one lkey and one rkey per peer (device
-//! ABI version 1), which a queue pair on any rail must be able to use.
+//! on every rail, each NIC with its own keys, which a window descriptor
+//! carries per rail (device ABI version 2: a context uses its rail's keys).
 
 use crate::config::ProviderKind;
 use crate::error::{Error, Result};
@@ -41,7 +40,7 @@ impl RailSet {
         format!("rail {rail} (NIC {})", nic.info().name)
     }
 
-    /// Registers through `reg` on every rail; the keys must agree.
+    /// Registers through `reg` on every rail, at one address.
     fn each(
         &self,
         what: &str,
@@ -51,18 +50,15 @@ impl RailSet {
         for (rail, nic) in self.nics.iter().enumerate() {
             let r = reg(&**nic).map_err(|e| on_rail(e, &format!("{what} on {}", Self::label(rail, &**nic))))?;
             if let Some(first) = regions.first() {
-                if (r.lkey(), r.rkey(), r.addr()) != (first.lkey(), first.rkey(), first.addr()) {
+                // One address on every rail (the same memory); the keys are
+                // each NIC's own (a window carries a key pair per rail).
+                if r.addr() != first.addr() {
                     return Err(Error::System(format!(
-                        "{what}: {} gave lkey {:#x} rkey {:#x}, {} gave lkey {:#x} rkey {:#x}: a window carries one \
-                         key pair for every rail (device ABI {}), so rails need NICs whose keys agree; use \
-                         RCCL_RUST_GIN_RAILS=1 (docs/architecture.md, \"Rails\")",
+                        "{what}: {} registered it at {:#x}, {} at {:#x}",
                         Self::label(rail, &**nic),
-                        r.lkey(),
-                        r.rkey(),
+                        r.addr(),
                         Self::label(0, &*self.nics[0]),
-                        first.lkey(),
-                        first.rkey(),
-                        crate::abi::RUST_GIN_DEVICE_ABI_VERSION,
+                        first.addr(),
                     )));
                 }
             }
@@ -91,7 +87,8 @@ pub fn sum(a: &CounterSnapshot, b: &CounterSnapshot) -> CounterSnapshot {
     a.since(&CounterSnapshot::default().since(b))
 }
 
-/// One registration per rail, all with the same keys; dropped together.
+/// One registration per rail (rail 0's keys stand for it where one pair is
+/// asked for); dropped together.
 struct RailRegion(Vec<Box<dyn MemoryRegion>>);
 
 impl MemoryRegion for RailRegion {
@@ -106,6 +103,9 @@ impl MemoryRegion for RailRegion {
     }
     fn len(&self) -> u64 {
         self.0[0].len()
+    }
+    fn rail_keys(&self) -> Vec<(u32, u32)> {
+        self.0.iter().map(|r| (r.lkey(), r.rkey())).collect()
     }
 }
 

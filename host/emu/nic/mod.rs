@@ -392,6 +392,8 @@ impl EmuNic {
         let port: Arc<dyn Stepper> = Arc::new(Port(Arc::downgrade(&inner)));
         let node = fabric.join(Arc::downgrade(&port)).map_err(|e| NicError::Wire(e.to_string()))?;
         inner.node.store(node, Ordering::Relaxed);
+        // Keys of NIC n start at index n * 4096 (24-bit mkey indexes).
+        lock(&inner.state).mrs = MrTable::starting_at((node & 0xfff) << 12);
         Ok(EmuNic(Arc::new(Handle { inner, _port: port })))
     }
 

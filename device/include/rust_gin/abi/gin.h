@@ -12,7 +12,7 @@
  * rust_gin_device.h or the layouts in abi/) once a version has been released;
  * version 1 is the first release. The host reports it as netDeviceVersion;
  * the patch checks it at compile time. */
-#define RUST_GIN_DEVICE_ABI_VERSION 1
+#define RUST_GIN_DEVICE_ABI_VERSION 2
 
 #define RUST_GIN_HANDLE_MAGIC 0x52474831u /* "RGH1" */
 #define RUST_GIN_WINDOW_MAGIC 0x52475731u /* "RGW1" */
@@ -73,7 +73,7 @@ typedef struct rust_gin_context {
   uint32_t sink_lkey;
   uint32_t n_signals;
   uint32_t n_counters;
-  uint32_t reserved;
+  uint32_t rail; /* the NIC this context's queues are on: picks each window's keys */
   /* uint64_t[(nranks + 63) / 64]: peers whose queues hold counted puts not
    * yet credited (counter reads and waits poll those queues). */
   uint64_t counted_peers;
@@ -104,9 +104,10 @@ typedef struct rust_gin_window {
   uint32_t nranks;
   uint64_t local_base; /* the local registration */
   uint64_t size;
-  uint32_t lkey;
-  uint32_t reserved;
-  uint64_t peers; /* rust_gin_window_peer[nranks] */
+  uint32_t lkey;  /* rail 0's local key */
+  uint32_t rails; /* registrations, one per rail (NIC) of the comm, >= 1 */
+  uint64_t peers; /* rust_gin_window_peer[rails][nranks]: rail r's table at r * nranks */
+  uint64_t lkeys; /* uint32_t[rails]: the local key on each rail */
 } rust_gin_window;
 
 #endif

@@ -66,12 +66,25 @@ RG_INLINE int check_window(const Ctx& x, uint32_t peer, const void* w, uint64_t 
   if (!win || win->magic != RUST_GIN_WINDOW_MAGIC || win->nranks != x.h->nranks) {
     return invalid(x.err, peer, RUST_GIN_ARG_WINDOW, reinterpret_cast<uint64_t>(w), 0);
   }
+  // Registered on the context's rail too (a window of another comm, with
+  // fewer rails, is not a window of this one).
+  if (x.c->rail >= win->rails) {
+    return invalid(x.err, peer, RUST_GIN_ARG_WINDOW, reinterpret_cast<uint64_t>(w), 0);
+  }
   if (off > win->size || bytes > win->size - off) return invalid(x.err, peer, RUST_GIN_ARG_OFFSET, off + bytes, win->size);
   return RUST_GIN_OK;
 }
 
-RG_INLINE const rust_gin_window_peer& remote(const void* w, uint32_t peer) {
-  return reinterpret_cast<const rust_gin_window_peer*>(static_cast<const rust_gin_window*>(w)->peers)[peer];
+// A peer's registration of a window, as the context's rail (NIC) knows it:
+// each rail's NIC hands out its own keys (docs/architecture.md, "Rails").
+RG_INLINE const rust_gin_window_peer& remote(const Ctx& x, const void* w, uint32_t peer) {
+  const rust_gin_window* win = static_cast<const rust_gin_window*>(w);
+  return reinterpret_cast<const rust_gin_window_peer*>(win->peers)[x.c->rail * win->nranks + peer];
+}
+
+// The window's local key on the context's rail.
+RG_INLINE uint32_t local_key(const Ctx& x, const rust_gin_window* win) {
+  return reinterpret_cast<const uint32_t*>(win->lkeys)[x.c->rail];
 }
 
 // Whether `s` names a signal this context can deliver to `peer`.
@@ -83,7 +96,7 @@ RG_INLINE int check_signal(const Ctx& x, uint32_t peer, const rust_gin_signal& s
     if (c) return c;
     // The target's own address must be 8-byte aligned, not just the offset:
     // a misaligned atomic is a remote access error that kills the QP.
-    const uint64_t raddr = remote(s.window, peer).base + s.offset;
+    const uint64_t raddr = remote(x, s.window, peer).base + s.offset;
     if (raddr % 8) return invalid(x.err, peer, RUST_GIN_ARG_SIGNAL, raddr, 8);
   } else {
     return invalid(x.err, peer, RUST_GIN_ARG_SIGNAL_OP, s.type, RUST_GIN_SIGNAL_VA);
@@ -106,8 +119,8 @@ RG_INLINE Request signal_wqe(const Ctx& x, uint32_t peer, const rust_gin_signal&
     r.raddr = p->signal_raddr + 8 * s.id;
     r.rkey = p->signal_rkey;
   } else {
-    r.raddr = remote(s.window, peer).base + s.offset;
-    r.rkey = remote(s.window, peer).rkey;
+    r.raddr = remote(x, s.window, peer).base + s.offset;
+    r.rkey = remote(x, s.window, peer).rkey;
   }
   r.laddr = x.c->sink;  // the old value nobody reads
   r.lkey = x.c->sink_lkey;
