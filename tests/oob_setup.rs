@@ -294,3 +294,26 @@ fn socket_ifname_prefixes_exact_names_exclusions_and_ipv6() {
     // This machine: the loopback interface by exact name.
     assert_eq!(iface::pick_address(Some("=lo")).unwrap(), LO);
 }
+
+/// A caller that gives up (RMA v17's abortFlag) cancels the mesh: a
+/// collective waiting for a rank that never comes returns at its next turn,
+/// not at the connect timeout, and says why.
+#[test]
+fn a_cancelled_setup_stops_waiting_at_once() {
+    let ls: Vec<Arc<Listener>> = (0..2).map(|_| Arc::new(Listener::bind(LO).unwrap())).collect();
+    let peers: Vec<SocketAddr> = ls.iter().map(|l| l.addr()).collect();
+    let cancel = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let timeout = Duration::from_secs(120);
+    let m0 = Mesh::new(ls[0].clone(), 0, peers, COMM, KEY, timeout).cancelled_by(cancel.clone());
+    let t = std::time::Instant::now();
+    let e = std::thread::scope(|s| {
+        let h = s.spawn(|| m0.allgather(b"zero"));
+        std::thread::sleep(Duration::from_millis(300));
+        cancel.store(true, std::sync::atomic::Ordering::Release);
+        h.join().unwrap().unwrap_err()
+    });
+    let took = t.elapsed();
+    assert!(matches!(e, Error::Internal(_)) && e.to_string().contains("abandoned"), "{e:?}");
+    assert!(took >= Duration::from_millis(300), "it waited until cancelled ({took:?})");
+    assert!(took < Duration::from_secs(5), "cancelled, not timed out after {timeout:?} ({took:?})");
+}

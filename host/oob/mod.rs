@@ -31,6 +31,7 @@ use crate::error::{Error, Result};
 use inbox::Inbox;
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -66,6 +67,9 @@ pub struct Mesh {
     comm_id: u64,
     key: Key,
     timeout: Duration,
+    /// Set by whoever gave up on this mesh (RMA v17's abortFlag): every
+    /// wait of a collective stops at its next turn instead of at the timeout.
+    cancel: Arc<AtomicBool>,
     state: Mutex<State>,
 }
 
@@ -75,7 +79,21 @@ impl Mesh {
     /// (frames without it are dropped).
     pub fn new(listener: Arc<Listener>, rank: u32, peers: Vec<SocketAddr>, comm_id: u64, key: Key, timeout: Duration) -> Mesh {
         let inbox = Inbox::new(rank, peers.len() as u32, key);
-        Mesh { rank, peers, listener, comm_id, key, timeout, state: Mutex::new(State { inbox, seq: 0 }) }
+        let cancel = Arc::new(AtomicBool::new(false));
+        Mesh { rank, peers, listener, comm_id, key, timeout, cancel, state: Mutex::new(State { inbox, seq: 0 }) }
+    }
+
+    /// The same mesh, whose collectives give up once `cancel` is set.
+    pub fn cancelled_by(mut self, cancel: Arc<AtomicBool>) -> Mesh {
+        self.cancel = cancel;
+        self
+    }
+
+    fn check_cancel(&self) -> Result<()> {
+        if self.cancel.load(Ordering::Acquire) {
+            return Err(Error::Internal(format!("connection setup of rank {} abandoned: its caller gave up", self.rank)));
+        }
+        Ok(())
     }
 
     pub fn rank(&self) -> u32 {
@@ -163,6 +181,7 @@ impl Mesh {
         let addr = self.peers[dst as usize];
         let frame = frame::encode(&self.key, tag, self.rank, dst, msg);
         loop {
+            self.check_cancel()?;
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Err(Error::Timeout(format!(
@@ -172,7 +191,8 @@ impl Mesh {
                     self.timeout.as_millis()
                 )));
             }
-            match TcpStream::connect_timeout(&addr, left.min(Duration::from_secs(5))) {
+            // Tries of at most a second, so that a cancel is seen soon.
+            match TcpStream::connect_timeout(&addr, left.min(Duration::from_secs(1))) {
                 Ok(mut s) => {
                     s.set_write_timeout(Some(left.max(Duration::from_millis(1))))?;
                     return s.write_all(&frame).map_err(|e| Error::Remote(format!("sending to rank {dst} at {addr}: {e}")));
@@ -184,6 +204,7 @@ impl Mesh {
 
     fn receive(&self, inbox: &mut Inbox, tag: u64, got: &mut [Option<Vec<u8>>], deadline: Instant) -> Result<()> {
         while got.iter().any(Option::is_none) {
+            self.check_cancel()?;
             let mut progressed = false;
             for _ in 0..inbox.room() {
                 match self.listener.sock.accept() {

@@ -113,6 +113,17 @@ pub struct CollComm {
 
 impl CollComm {
     pub fn connect(listen: &ListenComm, handles: Vec<ListenHandle>, rank: u32) -> Result<CollComm> {
+        Self::connect_cancellable(listen, handles, rank, Arc::new(std::sync::atomic::AtomicBool::new(false)))
+    }
+
+    /// As [`CollComm::connect`]; setting `cancel` makes the setup give up
+    /// at its next wait (RMA v17's abortFlag), not at the connect timeout.
+    pub fn connect_cancellable(
+        listen: &ListenComm,
+        handles: Vec<ListenHandle>,
+        rank: u32,
+        cancel: Arc<std::sync::atomic::AtomicBool>,
+    ) -> Result<CollComm> {
         listen.instance.check_alive()?;
         let nranks = handles.len() as u32;
         if handles[rank as usize] != listen.handle {
@@ -130,7 +141,7 @@ impl CollComm {
         let timeout = Duration::from_millis(listen.instance.config.connect_timeout_ms);
         let key = oob::frame::job_key(handles.iter().map(|h| &h.secret), comm_id);
         let peers = handles.iter().map(|h| h.socket).collect();
-        let mesh = Mesh::new(listen.listener.clone(), rank, peers, comm_id, key, timeout);
+        let mesh = Mesh::new(listen.listener.clone(), rank, peers, comm_id, key, timeout).cancelled_by(cancel);
         // Every rank is reachable and agrees on who is who; each tells the
         // others its NICs, one per rail (the handle has room for rail 0's).
         let mut mine = listen.handle.nonce.to_le_bytes().to_vec();

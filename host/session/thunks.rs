@@ -95,10 +95,10 @@ pub unsafe extern "C" fn connect<P: Plugin>(
 /// RMA v17's connect: connect() that honours RCCL's abort flag
 /// (`comm->abortFlag`, NVIDIA/nccl rma_proxy.cc). The connection setup runs
 /// on a helper thread while the calling thread watches the flag: once it is
-/// set, connect returns ncclInternalError with a WARN line at once (the
-/// helper gives up by itself within RCCL_RUST_GIN_CONNECT_TIMEOUT_MS and
-/// drops what it built). A flag already set refuses to start. NULL means
-/// no flag (as in v13-v16).
+/// set, connect returns ncclInternalError with a WARN line at once, and the
+/// helper's setup gives up at its next wait (within about a second: one
+/// connection attempt) and drops what it built. A flag already set refuses
+/// to start. NULL means no flag (as in v13-v16).
 ///
 /// # Safety
 /// Called by RCCL with its arguments: `handles` as connect()'s, `abort_flag`
@@ -131,17 +131,22 @@ pub unsafe extern "C" fn connect_v17<P: Plugin>(
         // SAFETY: RCCL's array of nranks handle pointers, or NULL.
         let hs = unsafe { comm::decode_handles(&inst, handles, nranks, rank)? };
         let (tx, rx) = std::sync::mpsc::channel();
+        // Set when this call gives up: the helper's setup stops at its next
+        // wait and drops what it built.
+        let cancel = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let helper_cancel = cancel.clone();
         std::thread::Builder::new()
             .name("rust-gin-connect".into())
             .spawn(move || {
-                let _ = tx.send(comm::CollComm::connect(&l, hs, rank as u32));
+                let _ = tx.send(comm::CollComm::connect_cancellable(&l, hs, rank as u32, helper_cancel));
             })
             .map_err(|e| Error::System(format!("cannot start the connection-setup thread: {e}")))?;
         let c = loop {
             match rx.recv_timeout(std::time::Duration::from_millis(1)) {
                 Ok(r) => break r?,
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) if aborted() => {
-                    return Err(abort_err("during connection setup"))
+                    cancel.store(true, std::sync::atomic::Ordering::Release);
+                    return Err(abort_err("during connection setup"));
                 }
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
