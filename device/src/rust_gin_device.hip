@@ -162,9 +162,15 @@ RG_EXTERN_C RG_DEV int rust_gin_put(const void* handle, uint32_t context, uint32
   // poller of the queue): the lane does not wait for it.
   const uint32_t counter_tag = has_counter ? counter_id + 1 : 0;
   if (bytes || has_signal) {
-    s = post(x, peer, w, flags, has_signal ? 0 : counter_tag, bytes != 0, has_signal);
-    if (s) return s;
-    s = post(x, peer, has_signal ? signal_wqe(x, peer, signal) : Request{}, flags, counter_tag, has_signal);
+    // A step no lane of the wave needs is skipped (a wave-uniform test: its
+    // ballots and group steps would post nothing).
+    if (wave::any(bytes != 0)) {
+      s = post(x, peer, w, flags, has_signal ? 0 : counter_tag, bytes != 0, has_signal);
+      if (s) return s;
+    }
+    if (wave::any(has_signal)) {
+      s = post(x, peer, has_signal ? signal_wqe(x, peer, signal) : Request{}, flags, counter_tag, has_signal);
+    }
   } else if (has_counter) {
     // A zero-byte put without a signal moves nothing: complete at once.
     atomic_fetch_add(word<uint64_t>(x.c->counters, counter_id), uint64_t{1}, __ATOMIC_RELEASE, Scope::agent);
@@ -194,6 +200,7 @@ RG_EXTERN_C RG_DEV int rust_gin_put_value(const void* handle, uint32_t context, 
   if (flags & RUST_GIN_FLAG_RELEASE_SYSTEM) fence_release_system();
   // As in rust_gin_put: the data, then the signal built and posted behind it.
   if ((s = post(x, peer, w, flags, 0, true, has_signal))) return s;
+  if (!wave::any(has_signal)) return RUST_GIN_OK;  // no lane has a signal step
   return post(x, peer, has_signal ? signal_wqe(x, peer, signal) : Request{}, flags, 0, has_signal);
 }
 
