@@ -69,6 +69,10 @@ RG_INLINE void emit_wqe(const Request& r, uint16_t idx, uint32_t color, bool cq_
 }
 
 struct Family : queue::NicSqFamily<Family> {
+  // The doorbell names the producer modulo the ring, so a full ring would
+  // read as an empty one: one WQE stays free, as rdma-core's ionic_queue_full
+  // keeps it ((prod + 1) & mask == cons). tests/emu_families.rs hangs without.
+  static constexpr uint32_t kRingSlack = 1;
   RG_INLINE static void write(const Desc* d, uint64_t slot, uint64_t index, const Request& r, bool cq_update) {
     Quad* dst = reinterpret_cast<Quad*>(load_invariant(&d->wqe_buf) + slot * WQE_BYTES);
     emit_wqe(r, static_cast<uint16_t>(slot), color_for(index, 1u << load_invariant(&d->log_wqe_cnt)), cq_update,

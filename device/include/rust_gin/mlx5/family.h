@@ -33,6 +33,10 @@ struct Family {
   // NOP and DUMP exist: a flush posts one when the newest WQE requests no
   // CQE or READs need proving (SendQueue::flush_target).
   static constexpr bool kFlushWqe = true;
+  // WQEs the ring keeps free so that the producer index the NIC reads tells
+  // a full ring from an empty one: none for mlx5, whose doorbell record
+  // counts to 2^16, past any ring.
+  static constexpr uint32_t kRingSlack = 0;
 
   // Every WQE is one 64-byte WQEBB, written one 16-byte store per segment as
   // it is built (mlx5/wqe.h).

@@ -17,6 +17,8 @@ struct NicSqFamily {
   typedef rust_gin_nic_sq Desc;
   // No NOP or DUMP: every batch's last WQE asks for a CQE instead.
   static constexpr bool kFlushWqe = false;
+  // WQEs the ring keeps free (see mlx5/family.h).
+  static constexpr uint32_t kRingSlack = 0;
 
   RG_INLINE static uint32_t mask(uint32_t log) { return (1u << log) - 1; }
 

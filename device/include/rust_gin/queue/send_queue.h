@@ -69,7 +69,8 @@ class SendQueue {
   RG_INLINE int wait_credit(uint64_t base, uint32_t n, Bound& bound) {
     // The fast path is the loop's first test, not an `if` around it: lanes
     // that skip a loop wait at its end on hardware, and must in lockstep.
-    const uint64_t need = base + n > depth() ? base + n - depth() : 0;
+    const uint64_t room = depth() - F::kRingSlack;
+    const uint64_t need = base + n > room ? base + n - room : 0;
     return wave::spin([&] {
       if (!need || reusable() >= need) return static_cast<int>(RUST_GIN_OK);
       if (failed()) return static_cast<int>(RUST_GIN_ERR_QP_FAILED);
