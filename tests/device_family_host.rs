@@ -7,8 +7,8 @@
 //! across several ring wraps; CQEs the twins encode are consumed by
 //! rust_gin_*_poll (phase / colour across CQ wraps, credit, the CQ doorbell,
 //! an error CQE into the sticky error record). The producer protocol is the
-//! one mlx5 uses; no emulated bnxt_re or ionic NIC exists: the test plays
-//! the NIC by hand.
+//! one mlx5 uses. Here the test plays the NIC by hand, byte by byte;
+//! tests/emu_families.rs runs the same code against the emulated NIC.
 
 use rccl_rust_gin::abi::{
     rust_gin_error, rust_gin_host_doorbell, rust_gin_mlx5_request, rust_gin_mlx5_sq_state, rust_gin_nic_sq,

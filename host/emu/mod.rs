@@ -9,11 +9,14 @@
 //!   polling thread.
 //! - [`fabric`], [`shm`], [`packet`]: the wire between NICs, in one process
 //!   or across processes.
+//! - [`family_queue`]: a bnxt_re or ionic queue (nic/family.rs executes
+//!   those formats with the same requester and responder).
 //! - [`wqe`]: decoding a WQE from its bytes; [`mr`]: keys and access checks.
 //!   What it counts is the provider-neutral [`crate::provider::counters`].
 
 pub mod doorbell;
 pub mod fabric;
+pub mod family_queue;
 pub mod mr;
 pub mod nic;
 pub mod packet;
@@ -25,5 +28,6 @@ pub use crate::provider::CounterSnapshot;
 pub use doorbell::HostDoorbell;
 pub use fabric::{Fabric, WeakFabric};
 pub use mr::{Access, Region};
-pub use nic::{CqSpec, EmuNic, NicConfig, NicError, QpSpec, QpState, TraceEntry};
+pub use nic::{CqSpec, EmuNic, FamilyCqSpec, FamilyQpSpec, NicConfig, NicError, QpSpec, QpState, QueueFormat, TraceEntry};
+pub use family_queue::EmuFamilyQp;
 pub use queue::EmuQp;

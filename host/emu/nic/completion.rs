@@ -75,6 +75,9 @@ impl Inner {
 
     pub(super) fn write_cqe(&self, st: &mut State, cqn: u32, cqe: &Cqe) {
         let Some(cq) = st.cqs.get_mut(&cqn) else { return };
+        if cq.family.is_some() {
+            return self.write_family_cqe(st, cqn, cqe);
+        }
         let cnt = 1u64 << cq.spec.log_cnt;
         // SAFETY: the CQ doorbell record is valid per create_cq's contract.
         let ci24 = u32::from_be(unsafe { AtomicU32::from_ptr(cq.spec.dbrec as *mut u32) }.load(Ordering::Acquire))

@@ -1,5 +1,6 @@
 //! One emulated ConnectX: queue pairs, completion queues and memory regions,
-//! executing real mlx5 send WQEs in host memory.
+//! executing real mlx5 send WQEs in host memory (and bnxt_re / ionic send
+//! queues, whose edges family.rs supplies).
 //!
 //! Fidelity, in short (docs/architecture.md has the whole list):
 //! - work starts with a doorbell (an 8-byte write to the QP's UAR page) and
@@ -23,14 +24,16 @@
 //! This file holds the control path (verbs-like calls, the polling thread);
 //! requester.rs the send queue's execution and the responses, responder.rs
 //! the peer's requests, completion.rs the CQEs and the error state, dma.rs
-//! the NIC's memory accesses.
+//! the NIC's memory accesses, family.rs the bnxt_re and ionic queue formats.
 
 mod completion;
 mod dma;
+mod family;
 mod outbox;
 mod requester;
 mod responder;
 
+pub use family::{FamilyCqSpec, FamilyQpSpec, QueueFormat};
 use super::doorbell::{DoorbellSink, HostDoorbell};
 use dma::*;
 use outbox::Outbox;
@@ -165,6 +168,9 @@ struct Inflight {
 struct Cq {
     spec: CqSpec,
     pi: u64,
+    /// bnxt_re and ionic CQs (family.rs): the format, and the consumer
+    /// index their CQ doorbell last reported (they have no record).
+    family: Option<family::FamilyCq>,
 }
 
 struct Qp {
@@ -186,6 +192,25 @@ struct Qp {
     /// the step's end (or before any other reply of this QP): one ACK
     /// acknowledges every message up to its own, as RC's coalesced ACKs do.
     pending_ack: Option<Packet>,
+}
+
+impl Qp {
+    /// A new QP in the reset state, ringing through `bell`.
+    fn new(qpn: u32, bell: Bell, spec: QpSpec) -> Qp {
+        Qp {
+            qpn,
+            bell: Arc::new(bell),
+            spec,
+            state: QpState::Reset,
+            remote: None,
+            ci: 0,
+            next_msg: 0,
+            inflight: VecDeque::new(),
+            recv_credits: 0,
+            failed_msg: None,
+            pending_ack: None,
+        }
+    }
 }
 
 struct State {
@@ -294,10 +319,16 @@ struct Bell {
     rung: AtomicBool,
     hub: Arc<Hub>,
     counters: Arc<Counters>,
+    /// bnxt_re and ionic QPs (family.rs): no doorbell record, so the
+    /// doorbell value is the producer index the NIC trusts.
+    family: Option<family::FamilyBell>,
 }
 
 impl DoorbellSink for Bell {
     fn doorbell(&self, addr: usize, value: u64) {
+        if let Some(f) = &self.family {
+            return self.family_doorbell(f, addr, value);
+        }
         let page = addr & !(UAR_PAGE - 1);
         let (qpn, pi) = wire::parse_doorbell(value);
         if page != self.uar || !DB_REG_RANGE.contains(&(addr - page)) || qpn != self.qpn {
@@ -480,7 +511,7 @@ impl EmuNic {
         let mut st = lock(&self.0.inner.state);
         st.next_cqn += 1;
         let cqn = st.next_cqn;
-        st.cqs.insert(cqn, Cq { spec, pi: 0 });
+        st.cqs.insert(cqn, Cq { spec, pi: 0, family: None });
         Ok(cqn)
     }
 
@@ -515,29 +546,16 @@ impl EmuNic {
         }
         st.next_qpn += 1;
         let qpn = st.next_qpn;
-        st.qps.insert(
+        let bell = Bell {
             qpn,
-            Qp {
-                qpn,
-                bell: Arc::new(Bell {
-                    qpn,
-                    uar: spec.uar,
-                    dbrec: spec.dbrec,
-                    rung: AtomicBool::new(false),
-                    hub: self.0.inner.hub.clone(),
-                    counters: self.0.inner.counters.clone(),
-                }),
-                spec,
-                state: QpState::Reset,
-                remote: None,
-                ci: 0,
-                next_msg: 0,
-                inflight: VecDeque::new(),
-                recv_credits: 0,
-                failed_msg: None,
-                pending_ack: None,
-            },
-        );
+            uar: spec.uar,
+            dbrec: spec.dbrec,
+            rung: AtomicBool::new(false),
+            hub: self.0.inner.hub.clone(),
+            counters: self.0.inner.counters.clone(),
+            family: None,
+        };
+        st.qps.insert(qpn, Qp::new(qpn, bell, spec));
         drop(st);
         Ok(qpn)
     }

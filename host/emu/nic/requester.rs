@@ -61,6 +61,9 @@ impl Inner {
         // The WQE being decoded, copied out of the ring (at most 16 WQEBBs:
         // DS is 6 bits), on the stack rather than allocated per WQE.
         let mut buf = [0u8; MAX_WQE_BYTES];
+        if st.qps.get(&qpn).is_some_and(|qp| qp.bell.family.is_some()) {
+            return self.run_family_sq(st, qpn);
+        }
         loop {
             let Some(qp) = st.qps.get(&qpn) else { return progress };
             if !matches!(qp.state, QpState::Rts | QpState::Error) {
