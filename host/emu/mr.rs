@@ -2,8 +2,6 @@
 //! ConnectX checks them.
 
 pub use crate::provider::Access;
-// Keys are the NIC's own small integers: a fast non-cryptographic hash.
-use rustc_hash::FxHashMap as HashMap;
 
 #[derive(Clone, Copy, Debug)]
 pub struct Region {
@@ -32,12 +30,17 @@ pub enum AccessError {
     NotPermitted,
 }
 
-/// Regions by lkey; an rkey names the same index with its own variant byte,
-/// so it finds its region with the same single lookup.
+/// Regions by key index, as a ConnectX finds an mkey's context: a key is
+/// index << 8 | a variant byte, the index selects the slot (a bounds check,
+/// no hash, on every packet's rkey), and the whole key must match the
+/// slot's. An rkey names the same index as its lkey with its own variant.
 #[derive(Default)]
 pub struct MrTable {
-    by_lkey: HashMap<u32, Region>,
+    /// Slot i holds the region of key index `first + i` (None: deregistered).
+    slots: Vec<Option<Region>>,
+    first: u32,
     next_index: u32,
+    live: usize,
 }
 
 const LKEY_VARIANT: u32 = 0x2a;
@@ -49,7 +52,7 @@ impl MrTable {
     /// do: code that uses one NIC's key on another (a window key on the
     /// wrong rail) gets the access error hardware would give.
     pub fn starting_at(base: u32) -> MrTable {
-        MrTable { next_index: base, ..MrTable::default() }
+        MrTable { next_index: base, first: base + 2, ..MrTable::default() }
     }
 
     /// Registers a region. Keys look like mlx5 mkeys: index << 8 | a variant
@@ -60,28 +63,51 @@ impl MrTable {
         let lkey = (index << 8) | LKEY_VARIANT;
         let rkey = (index << 8) | RKEY_VARIANT;
         let r = Region { pd, addr, len, access, lkey, rkey };
-        self.by_lkey.insert(lkey, r);
+        if self.slots.is_empty() {
+            self.first = index;
+        }
+        let i = (index - self.first) as usize;
+        if self.slots.len() <= i {
+            self.slots.resize(i + 1, None);
+        }
+        self.slots[i] = Some(r);
+        self.live += 1;
         r
     }
 
     pub fn deregister(&mut self, lkey: u32) -> Option<Region> {
-        self.by_lkey.remove(&lkey)
+        let i = self.slot(lkey)?;
+        if self.slots[i].is_none_or(|r| r.lkey != lkey) {
+            return None;
+        }
+        let r = self.slots[i].take();
+        self.live -= 1;
+        // Indices are never reused; the table keeps no tail of holes.
+        while matches!(self.slots.last(), Some(None)) {
+            self.slots.pop();
+        }
+        r
+    }
+
+    fn slot(&self, key: u32) -> Option<usize> {
+        let i = (key >> 8).wrapping_sub(self.first) as usize;
+        (i < self.slots.len()).then_some(i)
     }
 
     pub fn get(&self, lkey: u32) -> Option<&Region> {
-        self.by_lkey.get(&lkey)
+        self.slots[self.slot(lkey)?].as_ref().filter(|r| r.lkey == lkey)
     }
 
     pub fn len(&self) -> usize {
-        self.by_lkey.len()
+        self.live
     }
     pub fn is_empty(&self) -> bool {
-        self.by_lkey.is_empty()
+        self.live == 0
     }
 
     /// A local access through an lkey (the QP's own gather or scatter list).
     pub fn check_local(&self, pd: u32, lkey: u32, addr: u64, len: u64, write: bool) -> Result<Region, AccessError> {
-        let r = *self.by_lkey.get(&lkey).ok_or(AccessError::NoSuchKey)?;
+        let r = *self.get(lkey).ok_or(AccessError::NoSuchKey)?;
         if r.pd != pd {
             return Err(AccessError::WrongPd);
         }
@@ -96,8 +122,7 @@ impl MrTable {
 
     /// A remote access through an rkey.
     pub fn check_remote(&self, pd: u32, rkey: u32, addr: u64, len: u64, need: Access) -> Result<Region, AccessError> {
-        let lkey = (rkey & !0xff) | LKEY_VARIANT;
-        let r = *self.by_lkey.get(&lkey).filter(|r| r.rkey == rkey).ok_or(AccessError::NoSuchKey)?;
+        let r = self.slot(rkey).and_then(|i| self.slots[i]).filter(|r| r.rkey == rkey).ok_or(AccessError::NoSuchKey)?;
         if r.pd != pd {
             return Err(AccessError::WrongPd);
         }
@@ -108,5 +133,44 @@ impl MrTable {
             return Err(AccessError::NotPermitted);
         }
         Ok(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_find_their_region_and_nothing_else() {
+        let mut t = MrTable::starting_at(0x40);
+        let a = t.register(1, 0x1000, 64, Access::all());
+        let b = t.register(1, 0x2000, 64, Access::all());
+        let c = t.register(2, 0x3000, 64, Access::LOCAL_WRITE);
+        assert_eq!(t.len(), 3);
+        assert_eq!(t.check_remote(1, b.rkey, 0x2000, 8, Access::REMOTE_WRITE).unwrap().lkey, b.lkey);
+        assert_eq!(t.check_local(1, a.lkey, 0x1000, 64, true).unwrap().rkey, a.rkey);
+        // An lkey is not an rkey, nor the reverse.
+        assert_eq!(t.check_remote(1, b.lkey, 0x2000, 8, Access::REMOTE_WRITE).unwrap_err(), AccessError::NoSuchKey);
+        assert_eq!(t.check_local(1, b.rkey, 0x2000, 8, false).unwrap_err(), AccessError::NoSuchKey);
+        assert_eq!(t.check_local(1, c.lkey, 0x3000, 8, false).unwrap_err(), AccessError::WrongPd);
+        assert_eq!(t.check_remote(2, c.rkey, 0x3000, 8, Access::REMOTE_WRITE).unwrap_err(), AccessError::NotPermitted);
+        // Keys below, between and past the table's.
+        for k in [0x100 | LKEY_VARIANT, (a.lkey & !0xff) - 0x100, c.lkey + 0x100, u32::MAX] {
+            assert!(t.get(k).is_none(), "{k:#x}");
+        }
+        // A wrong key on a live slot deregisters nothing.
+        assert!(t.deregister(b.rkey).is_none());
+        assert_eq!(t.deregister(b.lkey).unwrap().addr, 0x2000);
+        assert!(t.get(b.lkey).is_none() && t.deregister(b.lkey).is_none());
+        assert_eq!(t.check_remote(1, b.rkey, 0x2000, 8, Access::REMOTE_WRITE).unwrap_err(), AccessError::NoSuchKey);
+        assert_eq!(t.deregister(c.lkey).unwrap().addr, 0x3000);
+        assert_eq!((t.len(), t.slots.len()), (1, 1), "trailing holes are dropped");
+        let d = t.register(1, 0x4000, 64, Access::all());
+        assert!(d.lkey > c.lkey, "indices are not reused");
+        assert_eq!(t.get(d.lkey).unwrap().addr, 0x4000);
+        assert_eq!(t.get(a.lkey).unwrap().addr, 0x1000);
+        // Another NIC's table hands out other keys.
+        let mut u = MrTable::starting_at(0x1040);
+        assert!(u.register(1, 0x1000, 64, Access::all()).lkey != a.lkey && u.get(a.lkey).is_none());
     }
 }
