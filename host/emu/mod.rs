@@ -26,4 +26,4 @@ pub use doorbell::HostDoorbell;
 pub use fabric::{Fabric, WeakFabric};
 pub use mr::{Access, Region};
 pub use nic::{CqSpec, EmuNic, NicConfig, NicError, QpSpec, QpState, TraceEntry};
-pub use queue::EmuQp;
+pub use queue::{EmuQp, UarPage};
