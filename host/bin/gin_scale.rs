@@ -286,14 +286,15 @@ impl StandIn for Oob {
 const WINDOW_BYTES: usize = 64 * 1024;
 const PUT_BYTES: usize = 256;
 
+/// Fields drop in order: the QPs and regions before the memory they use.
 struct Sampled {
     rank: u32,
-    nic: Arc<dyn Nic>,
     qps: Vec<Box<dyn QueuePair>>,
-    signals: GpuBuf,
     signals_mr: Box<dyn MemoryRegion>,
-    dst: GpuBuf,
     dst_mr: Box<dyn MemoryRegion>,
+    signals: GpuBuf,
+    dst: GpuBuf,
+    nic: Arc<dyn Nic>,
 }
 
 impl Sampled {
@@ -307,7 +308,7 @@ impl Sampled {
         let signals_mr = unsafe { nic.reg_mr(signals.dev_addr(), signals.len() as u64, access)? };
         // SAFETY: as above.
         let dst_mr = unsafe { nic.reg_mr(dst.dev_addr(), dst.len() as u64, access)? };
-        Ok(Sampled { rank, nic, qps, signals, signals_mr, dst, dst_mr })
+        Ok(Sampled { rank, qps, signals_mr, dst_mr, signals, dst, nic })
     }
 }
 
@@ -359,6 +360,25 @@ struct Measured {
     setup_ms: f64,
     oob: [u64; 5],
     checked: usize,
+}
+
+/// The transport a row measures. DC is the parameter's other value: the DC
+/// transport is not in this build, so its rows are `NotAvailable` (see
+/// `measure`, where it would create its DCIs and DCT instead of RC QPs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Transport {
+    Rc,
+    Dc,
+}
+
+impl Transport {
+    fn parse(s: &str) -> Option<Transport> {
+        match s {
+            "rc" => Some(Transport::Rc),
+            "dc" => Some(Transport::Dc),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -413,7 +433,10 @@ fn config(qps_per_uar: u32, depth: u32) -> Config {
     c
 }
 
-fn measure(a: &Args, n: u32, scope: Scope, qps_per_uar: u32) -> Result<Outcome> {
+fn measure(a: &Args, transport: Transport, n: u32, scope: Scope, qps_per_uar: u32) -> Result<Outcome> {
+    if transport == Transport::Dc {
+        return Ok(Outcome::NotAvailable);
+    }
     let me = 0u32;
     let cfg = config(qps_per_uar, a.depth);
     let provider = rccl_rust_gin::provider::select(&cfg)?;
@@ -746,10 +769,10 @@ fn main() {
             std::process::exit(2);
         }
     };
-    if let Some(t) = a.transport.iter().find(|t| !matches!(t.as_str(), "rc" | "dc")) {
-        eprintln!("gin-scale: unknown transport {t:?} (rc, dc)");
+    let Some(transports) = a.transport.iter().map(|t| Transport::parse(t)).collect::<Option<Vec<_>>>() else {
+        eprintln!("gin-scale: unknown transport in {:?} (rc, dc)", a.transport);
         std::process::exit(2);
-    }
+    };
     if a.ranks.iter().any(|&n| n < 2) || a.contexts == 0 {
         eprintln!("gin-scale: --ranks must be at least 2 and --contexts at least 1");
         std::process::exit(2);
@@ -761,24 +784,22 @@ fn main() {
     );
     let mut rows = Vec::new();
     let mut failed = false;
-    for t in &a.transport {
+    for (&t, name) in transports.iter().zip(&a.transport) {
         for &n in &a.ranks {
             for &scope in &scopes {
                 for &qpu in &a.qps_per_uar {
-                    let outcome = if t == "dc" {
-                        eprintln!("gin-scale: DC: not available in this build ({n} ranks, {}, {qpu} QPs/UAR): NOT MEASURED", scope.label());
-                        Outcome::NotAvailable
-                    } else {
-                        match measure(&a, n, scope, qpu) {
-                            Ok(o) => o,
-                            Err(e) => {
-                                eprintln!("gin-scale: {n} ranks, {}, {qpu} QPs/UAR: FAILED: {e}", scope.label());
-                                failed = true;
-                                continue;
-                            }
+                    let outcome = match measure(&a, t, n, scope, qpu) {
+                        Ok(o) => o,
+                        Err(e) => {
+                            eprintln!("gin-scale: {n} ranks, {}, {qpu} QPs/UAR: FAILED: {e}", scope.label());
+                            failed = true;
+                            continue;
                         }
                     };
-                    rows.push(Row { transport: t.clone(), ranks: n, scope, qps_per_uar: qpu, outcome });
+                    if matches!(outcome, Outcome::NotAvailable) {
+                        eprintln!("gin-scale: DC: not available in this build ({n} ranks, {}, {qpu} QPs/UAR): NOT MEASURED", scope.label());
+                    }
+                    rows.push(Row { transport: name.clone(), ranks: n, scope, qps_per_uar: qpu, outcome });
                 }
             }
         }
