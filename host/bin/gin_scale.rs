@@ -20,7 +20,7 @@
 //! from the allocator's record of every allocation (gpu::recording); host
 //! memory from this program's counting global allocator (live heap bytes
 //! before and after createContext, less the GPU-visible and UAR bytes, which
-//! the emulated NIC also keeps on the heap). Setup time is the wall time of
+//! the emulated NIC also keeps on the heap, and less the allocation record). Setup time is the wall time of
 //! createContext against the stand-in: the measured rank's own work, no
 //! network.
 //!
@@ -641,7 +641,12 @@ fn measure(a: &Args, transport: Transport, n: u32, scope: Scope, qps_per_uar: u3
         signal_bytes: sum(&allocs, is_signal),
         window_bytes: sum(&window_allocs, |o| matches!(o, Object::WindowDescriptor | Object::WindowPeers)),
         uar_bytes,
-        host_bytes: heap - gpu_visible as i64 - uar_bytes as i64,
+        // Less the allocator's own record of the allocations, which only
+        // this measurement keeps.
+        host_bytes: heap
+            - gpu_visible as i64
+            - uar_bytes as i64
+            - (allocs.capacity() * std::mem::size_of::<Allocation>()) as i64,
         setup_ms: setup.as_secs_f64() * 1e3,
         oob: oob_counts,
         checked,
