@@ -91,7 +91,7 @@ pub const KNOBS: &[(&str, &str, &str)] = &[
     ("RCCL_RUST_GIN_IB_PORT", "1", "mlx5 only: port number"),
     ("RCCL_RUST_GIN_GID_INDEX", "-1", "mlx5 only: GID index for RoCE; -1 picks a RoCE v2 IPv4-mapped GID"),
     ("RCCL_RUST_GIN_TRAFFIC_CLASS", "0", "traffic class when RCCL's config leaves trafficClass undefined (-1)"),
-    ("RCCL_RUST_GIN_QPS_PER_UAR", "16", "mlx5 only: queue pairs that share one UAR page and its doorbell register (1 = a page per QP, 0 = one page per device context); docs/architecture.md says why sharing is safe"),
+    ("RCCL_RUST_GIN_QPS_PER_UAR", "16", "queue pairs that share one UAR page and its doorbell register (1 = a page per QP, 0 = one page per device context; mlx5 and the emulated NIC); docs/architecture.md says why sharing is safe"),
     ("RCCL_RUST_GIN_RAILS", "1", "NICs per context set, 1 to 16: the NIC RCCL's listen(dev) names, then the others closest to the GPU by PCI path; context c uses rail c mod the number of rails (emu: as many emulated NICs per rank); docs/architecture.md, \"Rails\""),
 ];
 

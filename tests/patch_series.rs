@@ -22,8 +22,10 @@ use std::process::Command;
 /// NCCL_GIN_MAX_TYPES.
 const GIN_TYPE_RUST: u32 = 8;
 const GIN_MAX_TYPES: u32 = 9;
-/// The host vtable symbol that librccl_rust_gin.a exports.
+/// The host vtable symbols that librccl_rust_gin.a exports: v14 for the pinned
+/// RCCL, v15 for a tree that syncs NCCL 2.32 (patch 0003 picks).
 const HOST_VTABLE: &str = "ncclGinRustPlugin_v14";
+const HOST_VTABLE_V15: &str = "ncclGinRustPlugin_v15";
 
 /// Which files each patch may touch (paths relative to the rocm-systems root).
 const EXPECTED_FILES: &[(&str, &[&str])] = &[
@@ -380,7 +382,8 @@ fn series_adds_gin_type_8_and_raises_max_types_to_9() {
 
     let plugin = patch(&all, "0003").file("projects/rccl/src/plugin/gin.cc").added().join("\n");
     assert!(plugin.contains(&format!("extern \"C\" ncclGin_v14_t {HOST_VTABLE};")), "gin.cc: vtable declaration");
-    assert!(plugin.contains(&format!("pluginLibs[pluginCounter].ncclGin = &{HOST_VTABLE};")), "gin.cc: registration");
+    assert!(plugin.contains(&format!("extern \"C\" ncclGin_v15_t {HOST_VTABLE_V15};")), "gin.cc: v15 declaration");
+    assert!(plugin.contains("pluginLibs[pluginCounter].ncclGin = &RUST_GIN_HOST_PLUGIN;"), "gin.cc: registration");
     assert!(plugin.contains("case NCCL_GIN_TYPE_RUST:"), "gin.cc: priority case");
     assert!(plugin.contains("#ifdef ENABLE_RUST_GIN"), "gin.cc: gated on ENABLE_RUST_GIN");
 
@@ -1150,4 +1153,279 @@ fn the_apply_script_refuses_a_tree_whose_gin_types_already_use_the_number() {
     let (code, out) = apply_script(&s, &[]);
     assert_eq!(code, 3, "{out}");
     assert!(out.contains("applied already"), "{out}");
+}
+
+// ---------------------------------------------------------------------------
+// One patch applied to a stand-in tree (issue 12 parts 7 and 5)
+// ---------------------------------------------------------------------------
+
+/// The files one patch touches, made of filler lines with the patch's
+/// pre-image lines (context and removed) at the line numbers its hunks name,
+/// committed in a git repository; then the patch applied with `git am`. The
+/// post-image is what RCCL gets at the lines the hunks show.
+fn applied_stand_in(number: &str) -> (TempDir, std::path::PathBuf) {
+    let tmp = TempDir::new(&format!("patch-{number}"));
+    let all = series();
+    let p = patch(&all, number);
+    let tree = tmp.0.join("rccl");
+    for f in p.files.iter().filter(|f| !f.new_file) {
+        let mut lines: Vec<String> = Vec::new();
+        for h in &f.hunks {
+            while lines.len() + 1 < h.old_start {
+                lines.push(format!("# stand-in for line {} of the pinned file", lines.len() + 1));
+            }
+            lines.extend(h.lines.iter().filter(|l| !l.starts_with('+')).map(|l| l[1..].to_string()));
+        }
+        lines.push("# stand-in end".into());
+        let path = tree.join(&f.path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        if f.path.ends_with(".sh") {
+            git_init_if_needed(&tree);
+            git(&tree, &["update-index", "--add", "--chmod=+x", &f.path]);
+        }
+    }
+    git_init_if_needed(&tree);
+    git(&tree, &["add", "-A"]);
+    git(&tree, &["commit", "-qm", "stand-in"]);
+    let file = root().join("patches").join(series_names().iter().find(|n| n.starts_with(number)).unwrap());
+    git(&tree, &["am", "-q", file.to_str().unwrap()]);
+    (tmp, tree)
+}
+
+fn git_init_if_needed(tree: &Path) {
+    std::fs::create_dir_all(tree).unwrap();
+    if !tree.join(".git").exists() {
+        git(tree, &["init", "-q"]);
+    }
+}
+
+/// Every place rocSHMEM-GIN's device bitcode reaches in DeviceLinker.cmake,
+/// rust-gin's reaches too: the per-kernel compiles of the specialized kernels
+/// (the driver's --rocshmem-bitcode option, which takes one file, so with
+/// both backends the two bitcodes are linked into one), the per-arch
+/// device.elf link, and the GIN symmetric kernels.
+#[test]
+fn device_linker_gives_rust_gin_bitcode_wherever_rocshmem_gin_bitcode_goes() {
+    let (_tmp, tree) = applied_stand_in("0005");
+    let dl = read(&tree.join("projects/rccl/cmake/DeviceLinker.cmake"));
+    // Comments dropped; a filler line of the stand-in reads "# stand-in ...",
+    // kept as "STAND-IN" so a part of the file can end at the hunk's edge.
+    let code: Vec<&str> = dl
+        .lines()
+        .map(|l| if l.starts_with("# stand-in") { "STAND-IN" } else { l.split('#').next().unwrap().trim() })
+        .collect();
+    let at = |needle: &str| {
+        code.iter().position(|l| l.contains(needle)).unwrap_or_else(|| {
+            panic!("0005's hunks do not reach {needle:?}, where rocSHMEM-GIN's bitcode goes: rust-gin's does not go there")
+        })
+    };
+    // Each site: where rocSHMEM-GIN's bitcode is handed over, what closes that
+    // part of the file, and what rust-gin's equivalent must contain there.
+    let sites: &[(&str, &str, &str, &[&str])] = &[
+        (
+            "per-kernel compiles",
+            "target_compile_options(${_dev_target} PRIVATE --rocshmem-bitcode=${_rocshmem_bc})",
+            "set(ARCH_DEVICE_ELF",
+            &[
+                "if(ENABLE_RUST_GIN)",
+                "add_dependencies(${_dev_target} rust_gin_build)",
+                "librccl_rust_gin_device_${DL_GPU_TARGET}.bc",
+                "target_compile_options(${_dev_target} PRIVATE --rocshmem-bitcode=${_rg_kernel_bc})",
+            ],
+        ),
+        (
+            "device.elf link",
+            // (the line before, which sets rocSHMEM's argument, is not in the hunk's context)
+            "list(APPEND _rocshmem_link_depends rocshmem_static)",
+            "add_custom_command(",
+            &["--rocshmem-bitcode=${RUST_GIN_DEVICE_DIR}/${DL_GPU_TARGET}/librccl_rust_gin_device_${DL_GPU_TARGET}.bc"],
+        ),
+        (
+            "GIN symmetric kernels",
+            "set(_sym_rocshmem_bc_flag -Xclang -mlink-builtin-bitcode -Xclang ${_qp_bc})",
+            "file(GLOB _sym_srcs",
+            &["list(APPEND _sym_rocshmem_bc_flag -Xclang -mlink-builtin-bitcode -Xclang ${_rg_bc})"],
+        ),
+    ];
+    for (site, rocshmem, end, rust) in sites {
+        let from = at(rocshmem);
+        let to = from
+            + code[from..]
+                .iter()
+                .position(|l| l.starts_with(end) || *l == "STAND-IN")
+                .unwrap_or_else(|| panic!("{site}: no {end:?}"));
+        let part = code[from..to].join("\n");
+        for needle in *rust {
+            assert!(part.contains(needle), "{site}: rocSHMEM-GIN's bitcode goes here, rust-gin's does not ({needle:?} missing)");
+        }
+    }
+    // Both backends: one file for the option, made of both bitcodes, and the
+    // rocSHMEM-only option taken off so the driver sees one --rocshmem-bitcode.
+    let from = at(sites[0].1);
+    let to = from + code[from..].iter().position(|l| *l == "STAND-IN").unwrap();
+    let per_kernel = &code[from..to].join("\n");
+    for needle in [
+        "if(ENABLE_ROCSHMEM_GIN AND ROCSHMEM_INSTALL_DIR)",
+        "COMMAND ${_rg_llvm_link} -o ${_rg_both_bc} ${_rocshmem_bc} ${_rg_kernel_bc}",
+        "list(FILTER _rg_dev_opts EXCLUDE REGEX \"^--rocshmem-bitcode=\")",
+        "set(_rg_kernel_bc ${_rg_both_bc})",
+    ] {
+        assert!(per_kernel.contains(needle), "per-kernel compiles with rocSHMEM-GIN too: {needle:?} missing");
+    }
+}
+
+/// RUST_GIN_NATIVE_LIBS names every shared library a program that links the
+/// crate needs: this test binary links the crate, so its DT_NEEDED entries
+/// (less libc and the loader) are that list, amdhip64 included (hip-runtime-sys
+/// links it), whatever order RCCL's own link line takes.
+#[test]
+fn rust_gin_native_libs_name_every_library_the_crate_needs() {
+    let (_tmp, tree) = applied_stand_in("0005");
+    let cmake = read(&tree.join("projects/rccl/cmake/RustGin.cmake"));
+    let line = cmake.lines().find(|l| l.starts_with("set(RUST_GIN_NATIVE_LIBS \"")).expect("RUST_GIN_NATIVE_LIBS");
+    let listed: Vec<&str> = line.split('"').nth(1).unwrap().split(';').collect();
+    let exe = std::env::current_exe().unwrap();
+    let out = Command::new("readelf").arg("-d").arg(&exe).output().expect("readelf (binutils)");
+    let needed: Vec<String> = text(&out)
+        .lines()
+        .filter(|l| l.contains("(NEEDED)"))
+        .filter_map(|l| l.split('[').nth(1)?.split(']').next().map(str::to_string))
+        .filter_map(|so| so.strip_prefix("lib").map(|s| s.split(".so").next().unwrap().to_string()))
+        .filter(|name| name != "c" && !name.starts_with("ld-linux"))
+        .collect();
+    assert!(needed.iter().any(|n| n == "amdhip64"), "the crate no longer links amdhip64? NEEDED: {needed:?}");
+    for lib in &needed {
+        assert!(listed.contains(&lib.as_str()), "RUST_GIN_NATIVE_LIBS {listed:?} lacks {lib} (NEEDED by the crate)");
+    }
+    // The imported target replaces the bare name where hip's package has it.
+    assert!(cmake.contains("list(TRANSFORM _rg_native_libs REPLACE \"^amdhip64$\" \"hip::amdhip64\")"), "hip::amdhip64");
+    assert!(cmake.contains("target_link_libraries(${target} PRIVATE \"${RUST_GIN_STATIC_LIB}\" ${_rg_native_libs})"));
+}
+
+/// `install.sh --rust-gin` with a RUST_GIN_SOURCE_DIR that has spaces: 0006's
+/// added lines run in bash, then install.sh's own cmake line (RCCL's text,
+/// which expands cmake_common_options unquoted) with a cmake that prints what
+/// it gets. The path must reach CMake whole: as one -D argument, or in the
+/// environment with RustGin.cmake told to take it from there.
+#[test]
+fn install_sh_rust_gin_keeps_a_source_dir_with_spaces_whole() {
+    let (_tmp, tree) = applied_stand_in("0006");
+    let all = series();
+    let p = patch(&all, "0006");
+    let install = p.file("projects/rccl/install.sh");
+    // The hunks after display_help(): argument parsing and the options.
+    let code: Vec<String> = install
+        .hunks
+        .iter()
+        .filter(|h| !h.lines.iter().any(|l| l.starts_with("+    echo")))
+        .flat_map(|h| h.lines.iter().filter_map(|l| l.strip_prefix('+')).map(str::to_string))
+        .collect();
+    let applied = read(&tree.join("projects/rccl/install.sh"));
+    for l in &code {
+        assert!(applied.lines().any(|a| a == l), "{l:?} is not in the applied install.sh");
+    }
+    // install.sh's cmake line (unchanged by the series).
+    let cmake_line = "${cmake_executable} ${cmake_common_options} -DONLY_FUNCS=\"${ONLY_FUNCS}\" ../../.";
+    let tmp = TempDir::new("install-sh");
+    let dir = tmp.0.join("rust gin/with two spaces");
+    std::fs::create_dir_all(&dir).unwrap();
+    let fake = tmp.0.join("fake-cmake");
+    std::fs::write(&fake, "#!/usr/bin/env bash\nprintf 'ARG %s\\n' \"$@\"\nprintf 'ENV %s\\n' \"${RUST_GIN_SOURCE_DIR-}\"\n").unwrap();
+    let script = format!(
+        "set -u\ncmake_common_options=\"-DCMAKE_BUILD_TYPE=Release\"\nONLY_FUNCS=\ncmake_executable={}\n{}\n{cmake_line}\n",
+        fake.display(),
+        code.join("\n")
+    );
+    let out = Command::new("bash")
+        .args(["-c", &format!("chmod +x {}; {script}", fake.display()), "install.sh", "--rust-gin"])
+        .env("RUST_GIN_SOURCE_DIR", &dir)
+        .output()
+        .unwrap();
+    let got = text(&out);
+    assert!(out.status.success(), "{got}");
+    let args: Vec<&str> = got.lines().filter_map(|l| l.strip_prefix("ARG ")).collect();
+    let env = got.lines().find_map(|l| l.strip_prefix("ENV ")).unwrap_or("");
+    assert!(args.contains(&"-DENABLE_RUST_GIN=ON"), "{args:?}");
+    let d = dir.to_str().unwrap();
+    assert!(!args.iter().any(|a| *a == "spaces" || *a == "two" || a.ends_with("/rust")), "the path was split: {args:?}");
+    let whole_arg = args.contains(&format!("-DRUST_GIN_SOURCE_DIR={d}").as_str());
+    let via_env = args.contains(&"-DRUST_GIN_SOURCE_DIR_FROM_ENV=ON") && env == d;
+    assert!(whole_arg || via_env, "cmake did not get {d:?}: args {args:?}, environment {env:?}");
+    if via_env {
+        // ... and RustGin.cmake takes it from there, over a cached value.
+        let cmake = patch(&all, "0005").file("projects/rccl/cmake/RustGin.cmake").new_content();
+        assert!(cmake.contains("if(RUST_GIN_SOURCE_DIR_FROM_ENV AND NOT \"$ENV{RUST_GIN_SOURCE_DIR}\" STREQUAL \"\")"));
+        assert!(cmake.contains("\" FORCE)") && cmake.contains("unset(RUST_GIN_SOURCE_DIR_FROM_ENV CACHE)"));
+    }
+}
+
+/// Patch 0003's gin.cc lines compiled against three stand-ins of RCCL's GIN
+/// plugin headers: the pinned tree (v14 newest), a tree that syncs NCCL 2.32
+/// (gin_v15.h, whose config has a peer array), and one with an early
+/// gin_v15.h that only aliased v14. It must register v14, v15, and refuse.
+#[test]
+fn patch_0003_registers_gin_v15_where_the_tree_has_it_and_v14_otherwise() {
+    let all = series();
+    let gin = patch(&all, "0003").file("projects/rccl/src/plugin/gin.cc");
+    let added = |i: usize| gin.hunks[i].lines.iter().filter_map(|l| l.strip_prefix('+')).collect::<Vec<_>>().join("\n");
+    let v14 = "typedef struct { int nSignals, nCounters, nContexts, queueDepth, trafficClass, backendVersion, rankStride; } ncclGinConfig_v14_t;\n\
+               typedef struct { const char* name; int (*createContext)(ncclGinConfig_v14_t*); } ncclGin_v14_t;\n";
+    let trees = [
+        ("pinned", format!("{v14}typedef ncclGin_v14_t ncclGin_t;\n"), 14, Some(HOST_VTABLE)),
+        (
+            "NCCL 2.32",
+            format!(
+                "{v14}#define GIN_V15_H_\ntypedef struct {{ int nSignals, nCounters, nContexts, queueDepth, trafficClass, backendVersion; \
+                 int* peerArray; int peerArrayCount; }} ncclGinConfig_v15_t;\n\
+                 typedef struct {{ const char* name; int (*createContext)(ncclGinConfig_v15_t*); }} ncclGin_v15_t;\n\
+                 typedef ncclGin_v15_t ncclGin_t;\n"
+            ),
+            15,
+            Some(HOST_VTABLE_V15),
+        ),
+        (
+            "alias v15",
+            format!(
+                "{v14}#define GIN_V15_H_\ntypedef ncclGinConfig_v14_t ncclGinConfig_v15_t;\ntypedef ncclGin_v14_t ncclGin_v15_t;\n\
+                 typedef ncclGin_v15_t ncclGin_t;\n"
+            ),
+            15,
+            None,
+        ),
+    ];
+    let tmp = TempDir::new("gin-cc");
+    for (name, headers, version, want) in trees {
+        let src = format!(
+            "{headers}enum {{ ncclGinPluginStateInitReady = 1 }};\nstruct Lib {{ ncclGin_t* ncclGin; int state; int version; }};\n\
+             {}\nint ncclGinVersion[1] = {{{version}}};\nncclGin_t* registered() {{\n  static Lib pluginLibs[4];\n  int pluginCounter = 0;\n{}\n  \
+             return pluginCounter == 1 && pluginLibs[0].version == {version} ? pluginLibs[0].ncclGin : nullptr;\n}}\n",
+            added(0),
+            added(1)
+        );
+        let file = tmp.0.join("gin.cc");
+        std::fs::write(&file, &src).unwrap();
+        let obj = tmp.0.join("gin.o");
+        let out = Command::new("c++")
+            .args(["-std=c++17", "-DENABLE_RUST_GIN", "-c", "-o"])
+            .arg(&obj)
+            .arg(&file)
+            .output()
+            .expect("a C++ compiler (c++)");
+        match want {
+            Some(symbol) => {
+                assert!(out.status.success(), "{name}: 0003's gin.cc lines do not compile:\n{}\n{src}", text(&out));
+                let nm = Command::new("nm").arg("-u").arg(&obj).output().expect("nm");
+                let undefined = text(&nm);
+                assert!(undefined.contains(symbol), "{name}: {symbol} is not what gets registered:\n{undefined}");
+                for other in [HOST_VTABLE, HOST_VTABLE_V15].iter().filter(|s| **s != symbol) {
+                    assert!(!undefined.contains(other), "{name}: {other} referenced as well");
+                }
+            }
+            None => {
+                assert!(!out.status.success(), "{name}: a v15 config without a peer array was accepted");
+                assert!(text(&out).contains("has no peer array"), "{name}: {}", text(&out));
+            }
+        }
+    }
 }

@@ -30,4 +30,4 @@ pub use fabric::{Fabric, WeakFabric};
 pub use mr::{Access, Region};
 pub use nic::{CqSpec, EmuNic, FamilyCqSpec, FamilyQpSpec, NicConfig, NicError, QpSpec, QpState, QueueFormat, TraceEntry};
 pub use family_queue::EmuFamilyQp;
-pub use queue::EmuQp;
+pub use queue::{EmuQp, UarPage};

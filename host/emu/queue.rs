@@ -1,12 +1,34 @@
 //! Bringing a [`QueueMem`] up on an emulated NIC, as the DevX provider does on
-//! hardware: a CQ and an RC QP over the caller's buffers, a UAR page of its
-//! own, and the RESET -> INIT -> RTR -> RTS walk.
+//! hardware: a CQ and an RC QP over the caller's buffers, a UAR page (its own,
+//! or one shared with other QPs: RCCL_RUST_GIN_QPS_PER_UAR), and the
+//! RESET -> INIT -> RTR -> RTS walk.
 
 use super::doorbell::HostDoorbell;
 use super::nic::{CqSpec, EmuNic, NicError, QpSpec, QpState};
 use crate::abi::rust_gin_mlx5_sq;
 use crate::mlx5::queue::QueueMem;
 use crate::mlx5::wire::UAR_DB_OFFSET;
+use std::sync::Arc;
+
+/// A UAR page of an emulated NIC, freed when the last QP on it goes. QPs on
+/// one page ring the same register; each doorbell names its QP, and each QP
+/// is rung through its own host doorbell, so sharing changes no doorbell.
+pub struct UarPage {
+    nic: EmuNic,
+    pub addr: usize,
+}
+
+impl UarPage {
+    pub fn new(nic: &EmuNic) -> Arc<UarPage> {
+        Arc::new(UarPage { nic: nic.clone(), addr: nic.alloc_uar() })
+    }
+}
+
+impl Drop for UarPage {
+    fn drop(&mut self) {
+        self.nic.free_uar(self.addr);
+    }
+}
 
 /// A QP on an emulated NIC; destroyed (QP, CQ, UAR) on drop.
 pub struct EmuQp {
@@ -17,14 +39,22 @@ pub struct EmuQp {
     pub mem: QueueMem,
     /// How the device code's host build rings this QP (named in its descriptor).
     doorbell: HostDoorbell,
+    /// Held until the QP is destroyed (dropped after `drop` ran).
+    _page: Arc<UarPage>,
 }
 
 impl EmuQp {
+    /// A QP with a UAR page of its own.
     pub fn create(nic: &EmuNic, pd: u32, mem: QueueMem) -> Result<EmuQp, NicError> {
+        Self::create_on(nic, pd, mem, UarPage::new(nic))
+    }
+
+    /// A QP on `page` (which may carry other QPs' doorbells too).
+    pub fn create_on(nic: &EmuNic, pd: u32, mem: QueueMem, page: Arc<UarPage>) -> Result<EmuQp, NicError> {
         let host = |b: &crate::gpu::GpuBuf| {
             b.host_addr().ok_or_else(|| NicError::BadArgument("the emulated NIC needs host-visible queue memory".into()))
         };
-        let uar = nic.alloc_uar();
+        let uar = page.addr;
         let cq_spec = CqSpec { buf: host(&mem.cq)?, log_cnt: mem.log_cq_cnt, dbrec: host(&mem.dbr)? + crate::mlx5::queue::CQ_DBREC_OFF };
         // SAFETY: the CQ ring and record belong to `mem`, which lives in self
         // and outlives the CQ (destroyed in drop before mem is freed).
@@ -41,7 +71,7 @@ impl EmuQp {
         // SAFETY: as above, for the send queue and its record.
         let qpn = unsafe { nic.create_qp(qp_spec)? };
         let doorbell = nic.host_doorbell(qpn)?;
-        Ok(EmuQp { nic: nic.clone(), qpn, cqn, uar, mem, doorbell })
+        Ok(EmuQp { nic: nic.clone(), qpn, cqn, uar, mem, doorbell, _page: page })
     }
 
     /// INIT -> RTR (towards `remote`) -> RTS.
@@ -64,6 +94,5 @@ impl Drop for EmuQp {
     fn drop(&mut self) {
         let _ = self.nic.destroy_qp(self.qpn);
         let _ = self.nic.destroy_cq(self.cqn);
-        self.nic.free_uar(self.uar);
     }
 }

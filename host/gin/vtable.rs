@@ -293,8 +293,9 @@ pub static ncclGinRustPlugin_v14: NcclGinV14 = plugin_vtable_value!(NcclGinV14, 
 
 /// The GIN v15 vtable, for an RCCL that syncs NCCL 2.32 (NVIDIA/nccl's
 /// src/plugin/gin.cc tries v15, 14, 13 since gin_v15.h, @7217a581): v14's
-/// callbacks but createContext, which takes a peer array. The pinned RCCL
-/// does not load it: patch 0003 registers ncclGinRustPlugin_v14.
+/// callbacks but createContext, which takes a peer array. Patch 0003
+/// registers it in a tree whose gin.cc sees gin_v15.h; the pinned RCCL has
+/// none and gets ncclGinRustPlugin_v14.
 #[no_mangle]
 #[used]
 pub static ncclGinRustPlugin_v15: NcclGinV15 = plugin_vtable_value!(NcclGinV15, Gin, c"rust-gin", {

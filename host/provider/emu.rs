@@ -6,7 +6,7 @@
 use super::{check_dev, Access, MemoryRegion, Nic, NicAddress, NicInfo, Provider, QueuePair};
 use crate::abi::rust_gin_mlx5_sq;
 use crate::config::{Config, EmuFabric, EmuProgress, ProviderKind};
-use crate::emu::{EmuNic, EmuQp, Fabric, NicConfig, Region, WeakFabric};
+use crate::emu::{EmuNic, EmuQp, Fabric, NicConfig, Region, UarPage, WeakFabric};
 use crate::error::{Error, Result};
 use crate::ffi::nccl::{NCCL_PTR_CUDA, NCCL_PTR_HOST};
 use crate::gpu::{Allocator, HostMemory, RingHome};
@@ -57,6 +57,7 @@ pub struct EmuProvider {
     progress: EmuProgress,
     mtu: usize,
     read_data_delay: Option<Duration>,
+    qps_per_uar: u32,
 }
 
 impl EmuProvider {
@@ -67,6 +68,7 @@ impl EmuProvider {
             progress: config.emu_progress,
             mtu: config.emu_mtu,
             read_data_delay: (config.emu_read_delay_us > 0).then(|| Duration::from_micros(config.emu_read_delay_us)),
+            qps_per_uar: config.qps_per_uar,
         })
     }
 }
@@ -115,7 +117,15 @@ impl Provider for EmuProvider {
             nic.start_polling();
         }
         let pd = nic.alloc_pd();
-        Ok(Arc::new(EmuDevice { dev, nic, pd, fabric_id: fabric_id(&self.fabric), progress: self.progress }))
+        Ok(Arc::new(EmuDevice {
+            dev,
+            nic,
+            pd,
+            fabric_id: fabric_id(&self.fabric),
+            progress: self.progress,
+            qps_per_uar: self.qps_per_uar,
+            uar: Mutex::new(None),
+        }))
     }
 }
 
@@ -125,6 +135,11 @@ pub struct EmuDevice {
     pd: u32,
     fabric_id: u64,
     progress: EmuProgress,
+    /// QPs per UAR page (RCCL_RUST_GIN_QPS_PER_UAR; 0 = all), as the mlx5
+    /// provider hands them out: a page at a time, freed with its last QP.
+    qps_per_uar: u32,
+    /// The page new QPs go to, and how many QPs it was given.
+    uar: Mutex<Option<(Arc<UarPage>, u32)>>,
 }
 
 impl EmuDevice {
@@ -212,7 +227,21 @@ impl Nic for EmuDevice {
     fn create_qp(&self, log_depth: u32, _traffic_class: u8, rings_in_device_memory: bool) -> Result<Box<dyn QueuePair>> {
         let rings = if rings_in_device_memory { RingHome::Device } else { RingHome::Host };
         let mem = QueueMem::new(&HostMemory, log_depth, rings)?;
-        let qp = EmuQp::create(&self.nic, self.pd, mem).map_err(|e| Error::System(format!("emulated NIC: {e}")))?;
+        let page = {
+            let mut cur = self.uar.lock().unwrap_or_else(|e| e.into_inner());
+            match cur.as_mut() {
+                Some((page, n)) if self.qps_per_uar == 0 || *n < self.qps_per_uar => {
+                    *n += 1;
+                    page.clone()
+                }
+                _ => {
+                    let page = UarPage::new(&self.nic);
+                    *cur = Some((page.clone(), 1));
+                    page
+                }
+            }
+        };
+        let qp = EmuQp::create_on(&self.nic, self.pd, mem, page).map_err(|e| Error::System(format!("emulated NIC: {e}")))?;
         Ok(Box::new(EmuQueuePair(qp)))
     }
     unsafe fn reg_mr(&self, addr: u64, len: u64, access: Access) -> Result<Box<dyn MemoryRegion>> {
@@ -247,10 +276,13 @@ impl Nic for EmuDevice {
             dmabuf: false,
             max_inline: crate::device::MAX_INLINE,
             max_qp: None,
-            qps_per_uar: None,
+            qps_per_uar: Some(self.qps_per_uar),
         }
     }
     fn counters(&self) -> Option<crate::provider::CounterSnapshot> {
         Some(self.nic.counters())
+    }
+    fn resources(&self) -> Option<crate::provider::NicResources> {
+        Some(self.nic.resources())
     }
 }

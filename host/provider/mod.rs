@@ -75,6 +75,18 @@ pub trait QueuePair: Send + Sync {
     fn memory(&self) -> &QueueMem;
 }
 
+/// What a NIC holds, counted by the provider (gin-scale): objects, and the
+/// bytes of the rings it was given.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NicResources {
+    pub qps: usize,
+    pub cqs: usize,
+    pub uar_pages: usize,
+    pub mrs: usize,
+    pub send_queue_bytes: usize,
+    pub completion_queue_bytes: usize,
+}
+
 /// One NIC opened by one rank.
 pub trait Nic: Send + Sync {
     fn kind(&self) -> ProviderKind;
@@ -106,6 +118,11 @@ pub trait Nic: Send + Sync {
     /// the emulated NIC counts everything; hardware providers return None
     /// (its counters are not read yet).
     fn counters(&self) -> Option<CounterSnapshot> {
+        None
+    }
+    /// What this NIC holds now, where the provider counts it (the emulated
+    /// NIC); None otherwise.
+    fn resources(&self) -> Option<NicResources> {
         None
     }
 }

@@ -443,6 +443,19 @@ impl EmuNic {
         self.0.inner.counters.snapshot()
     }
 
+    /// What this NIC holds now, counted in its tables (gin-scale).
+    pub fn resources(&self) -> crate::provider::NicResources {
+        let st = lock(&self.0.inner.state);
+        crate::provider::NicResources {
+            qps: st.qps.values().count(),
+            cqs: st.cqs.len(),
+            uar_pages: st.uars.len(),
+            mrs: st.mrs.len(),
+            send_queue_bytes: st.qps.values().map(|q| SEND_WQE_BB << q.spec.log_wqe_cnt).sum(),
+            completion_queue_bytes: st.cqs.values().map(|c| CQE_SIZE << c.spec.log_cnt).sum(),
+        }
+    }
+
     pub fn alloc_pd(&self) -> u32 {
         let mut st = lock(&self.0.inner.state);
         st.next_pd += 1;

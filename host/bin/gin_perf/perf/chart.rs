@@ -1,7 +1,8 @@
 //! An SVG chart against message size: round-trip latency, message rate and
 //! bandwidth. One colour per operation; direct solid, proxy dashed; sizes on
 //! a log2 axis labelled in B/KiB/MiB; the legend in its own strip below the
-//! panels, clear of the data.
+//! panels, clear of the data. gin-scale draws its panels (against the number
+//! of ranks) with the same code ([`xy_panel`], [`legend`]).
 
 use super::report::{size_label, title};
 use super::stats::Sample;
@@ -17,8 +18,10 @@ pub struct Line {
 }
 
 impl Line {
+    /// Solid: the direct path (gin-perf), RC with its default UAR sharing
+    /// (gin-scale); dashed: everything else.
     pub fn dashed(&self) -> bool {
-        self.path != "direct"
+        self.path != "direct" && self.path != "RC"
     }
 }
 
@@ -28,6 +31,10 @@ pub fn colour(op: &str) -> RGBColor {
         "put" => RGBColor(31, 119, 180),
         "put+signal" => RGBColor(214, 39, 40),
         "get" => RGBColor(44, 160, 44),
+        // gin-scale's connection scopes.
+        "full mesh" => RGBColor(31, 119, 180),
+        "rail-only" => RGBColor(214, 39, 40),
+        "peer list" => RGBColor(44, 160, 44),
         _ => RGBColor(80, 80, 80),
     }
 }
@@ -63,6 +70,19 @@ fn panel<DB: DrawingBackend>(
     ylabel: &str,
     data: &[Line],
 ) -> Result<(), String> {
+    xy_panel(area, caption, "message size", ylabel, data, &|x| size_label(1u64 << x as u32))
+}
+
+/// A panel of lines on a log2 x axis (`x_label` names each power of two) and
+/// a log y axis.
+pub fn xy_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    caption: &str,
+    x_desc: &str,
+    ylabel: &str,
+    data: &[Line],
+    x_label: &dyn Fn(f64) -> String,
+) -> Result<(), String> {
     let xs = data.iter().flat_map(|l| l.points.iter().map(|p| p.0));
     let ys: Vec<f64> = data.iter().flat_map(|l| l.points.iter().map(|p| p.1)).collect();
     let (xmin, xmax) = xs.fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(x), b.max(x)));
@@ -81,13 +101,13 @@ fn panel<DB: DrawingBackend>(
     let span = (xmax - xmin).round() as usize;
     chart
         .configure_mesh()
-        .x_desc("message size")
+        .x_desc(x_desc)
         .y_desc(ylabel)
         // One label per power of two up to 8, then every other one.
         .x_labels(if span <= 8 { span + 1 } else { span / 2 + 1 })
         .x_label_formatter(&|x| {
             let r = x.round();
-            if (x - r).abs() < 1e-6 && r >= 0.0 { size_label(1u64 << r as u32) } else { String::new() }
+            if (x - r).abs() < 1e-6 && r >= 0.0 { x_label(r) } else { String::new() }
         })
         .y_labels(8)
         .y_label_formatter(&|y| axis_number(*y))
@@ -109,8 +129,13 @@ fn panel<DB: DrawingBackend>(
     Ok(())
 }
 
-/// The legend strip: one entry per (operation, path) drawn.
-fn legend<DB: DrawingBackend>(area: &DrawingArea<DB, plotters::coord::Shift>, entries: &[Line]) -> Result<(), String> {
+/// The legend strip: one entry per (operation, path) drawn, and `note`
+/// saying what solid and dashed mean.
+pub fn legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    entries: &[Line],
+    note: &str,
+) -> Result<(), String> {
     let e = |e: &dyn std::fmt::Display| e.to_string();
     let mut x = 60;
     for l in entries {
@@ -126,7 +151,7 @@ fn legend<DB: DrawingBackend>(area: &DrawingArea<DB, plotters::coord::Shift>, en
         area.draw(&Text::new(label.clone(), (x + 32, 8), ("sans-serif", 13))).map_err(|x| e(&x))?;
         x += 40 + 8 * label.len() as i32;
     }
-    area.draw(&Text::new("solid: direct (device-initiated); dashed: proxy", (60, 32), ("sans-serif", 12))).map_err(|x| e(&x))?;
+    area.draw(&Text::new(note, (60, 32), ("sans-serif", 12))).map_err(|x| e(&x))?;
     Ok(())
 }
 
@@ -142,6 +167,6 @@ pub fn write_svg(path: &Path, samples: &[Sample], emulated: bool) -> Result<(), 
     panel(&areas[0], "round trip (median of repeats)", "microseconds", &rtt)?;
     panel(&areas[1], "message rate", "M operations/s", &lines(samples, |s| s.mops.median))?;
     panel(&areas[2], "bandwidth (one lane)", "GB/s", &lines(samples, |s| s.bandwidth_gbs.median))?;
-    legend(&strip, &rtt)?;
+    legend(&strip, &rtt, "solid: direct (device-initiated); dashed: proxy")?;
     root.present().map_err(|x| e(&x))
 }
