@@ -38,6 +38,7 @@ const EXPECTED_FILES: &[(&str, &[&str])] = &[
             "projects/rccl/src/include/nccl_device/gin/gin_device_common.h",
             "projects/rccl/src/include/nccl_device/gin/rust/gin_rust.h",
             "projects/rccl/src/include/nccl_device/gin/rust/gin_rust_device_abi.h",
+            "projects/rccl/src/include/nccl_device/impl/gin__funcs.h",
         ],
     ),
     (
@@ -822,6 +823,7 @@ fn device_header_compiles_for_the_gpu_with_every_specialisation_instantiated() {
         "rust_gin_flush_async",
         "rust_gin_wait",
         "rust_gin_signal_ptr",
+        "rust_gin_signal_refresh",
         "rust_gin_signal_reset",
         "rust_gin_va_signal_reset",
         "rust_gin_counter_ptr",
