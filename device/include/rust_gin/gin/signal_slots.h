@@ -76,7 +76,9 @@ RG_INLINE uint64_t assign_totals(bool slot, uint64_t total_addr, uint64_t addend
     }
     {
       wave::Region r(me == first);
-      if (r) atomic_store(word, run, __ATOMIC_RELAXED, Scope::agent);
+      // A read-modify-write, as every device write but WQEs and doorbells
+      // (the ISA checks tell stores apart by width).
+      if (r) atomic_exchange(word, run, __ATOMIC_RELAXED, Scope::agent);
     }
     todo &= ~same;
   }
