@@ -552,14 +552,19 @@ impl World {
         let words = self.monotonic_words();
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let st = stop.clone();
+        let started = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let go = started.clone();
         let thread = std::thread::spawn(move || {
             let load = |a: usize| {
                 // SAFETY: words of live contexts (host memory of the emulated NIC), 8-byte aligned.
                 unsafe { (*(a as *const std::sync::atomic::AtomicU64)).load(Ordering::Acquire) }
             };
             let mut last: Vec<u64> = words.iter().map(|(_, a)| load(*a)).collect();
+            go.store(true, Ordering::Release);
             let (mut samples, mut bad) = (0u64, Vec::new());
-            while !st.load(Ordering::Acquire) {
+            // Sweeps until told to stop, then one more over the final values.
+            loop {
+                let last_sweep = st.load(Ordering::Acquire);
                 for (k, (what, a)) in words.iter().enumerate() {
                     let v = load(*a);
                     if v < last[k] && bad.len() < 8 {
@@ -568,10 +573,17 @@ impl World {
                     last[k] = last[k].max(v);
                 }
                 samples += 1;
+                if last_sweep {
+                    break;
+                }
                 std::thread::yield_now();
             }
             (samples, bad)
         });
+        // The first values are read before any wave posts.
+        while !started.load(Ordering::Acquire) {
+            std::thread::yield_now();
+        }
         Some(Watch { stop, thread: Some(thread) })
     }
 }
@@ -581,7 +593,7 @@ impl Watch {
         self.stop.store(true, Ordering::Release);
         let (samples, bad) = self.thread.take().unwrap().join().unwrap();
         assert!(bad.is_empty(), "write-mode words went backwards: {bad:?}");
-        assert!(samples > 0, "the watcher never sampled");
+        assert!(samples > 0, "the watcher never swept");
         println!("write mode: slots, totals and signal words sampled {samples} times, never backwards");
     }
 }
