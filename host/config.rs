@@ -28,6 +28,16 @@ pub enum EmuProgress {
     Proxy,
 }
 
+/// RCCL_RUST_GIN_SIGNAL_MODE: how signals travel (provider/caps.rs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SignalModeKnob {
+    /// Remote atomics where the capability probe says they work into GPU
+    /// memory, else slot writes.
+    Auto,
+    Atomic,
+    Write,
+}
+
 #[derive(Clone, Debug)]
 pub struct Config {
     pub provider: ProviderKind,
@@ -49,6 +59,7 @@ pub struct Config {
     pub qps_per_uar: u32,
     /// NICs (rails) per context set: context c uses rail c mod rails.
     pub rails: u32,
+    pub signal_mode: SignalModeKnob,
 }
 
 impl Default for Config {
@@ -70,6 +81,7 @@ impl Default for Config {
             traffic_class: 0,
             qps_per_uar: 16,
             rails: 1,
+            signal_mode: SignalModeKnob::Auto,
         }
     }
 }
@@ -93,6 +105,7 @@ pub const KNOBS: &[(&str, &str, &str)] = &[
     ("RCCL_RUST_GIN_TRAFFIC_CLASS", "0", "traffic class when RCCL's config leaves trafficClass undefined (-1)"),
     ("RCCL_RUST_GIN_QPS_PER_UAR", "16", "queue pairs that share one UAR page and its doorbell register (1 = a page per QP, 0 = one page per device context; mlx5 and the emulated NIC); docs/architecture.md says why sharing is safe"),
     ("RCCL_RUST_GIN_RAILS", "1", "NICs per context set, 1 to 16: the NIC RCCL's listen(dev) names, then the others closest to the GPU by PCI path; context c uses rail c mod the number of rails (emu: as many emulated NICs per rank); docs/architecture.md, \"Rails\""),
+    ("RCCL_RUST_GIN_SIGNAL_MODE", "auto", "auto (remote atomics where the capability probe says they work into GPU memory, else write), atomic (8-byte RDMA fetch-and-add) or write (8-byte RDMA WRITE of a running total into a per-sender slot, folded by the reader; no VA signals): docs/nic-families.md, section 7. Every rank must resolve to the same mode"),
 ];
 
 /// The most rails (NICs per context set) RCCL_RUST_GIN_RAILS takes.
@@ -188,6 +201,18 @@ impl Config {
         }
         if let Some(v) = get("RCCL_RUST_GIN_RAILS") {
             c.rails = number("RCCL_RUST_GIN_RAILS", &v, 1, MAX_RAILS)?;
+        }
+        if let Some(v) = get("RCCL_RUST_GIN_SIGNAL_MODE") {
+            c.signal_mode = match v.as_str() {
+                "auto" => SignalModeKnob::Auto,
+                "atomic" => SignalModeKnob::Atomic,
+                "write" => SignalModeKnob::Write,
+                _ => {
+                    return Err(Error::InvalidArgument(format!(
+                        "RCCL_RUST_GIN_SIGNAL_MODE={v:?}: use auto, atomic or write"
+                    )))
+                }
+            };
         }
         Ok(c)
     }

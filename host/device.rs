@@ -100,6 +100,10 @@ pub fn arg_name(arg: u8) -> &'static str {
         a::RUST_GIN_ARG_PEER_NOT_CONNECTED => {
             "peer not connected (createContext's peerArray does not list it)"
         }
+        a::RUST_GIN_ARG_VA_SIGNAL_WRITE_MODE => {
+            "VA signal refused: this context's signals are RDMA writes into per-sender slots (no remote atomics), \
+             which cannot target an arbitrary window word (RCCL_RUST_GIN_SIGNAL_MODE)"
+        }
         _ => "an argument",
     }
 }

@@ -70,6 +70,7 @@ fn spec(name: &str) -> Option<Spec> {
         "RCCL_RUST_GIN_TRAFFIC_CLASS" => ("106", || at_load("RCCL_RUST_GIN_TRAFFIC_CLASS", "256")),
         "RCCL_RUST_GIN_QPS_PER_UAR" => ("1", || at_load("RCCL_RUST_GIN_QPS_PER_UAR", "-1")),
         "RCCL_RUST_GIN_RAILS" => ("2", || at_load("RCCL_RUST_GIN_RAILS", "17")),
+        "RCCL_RUST_GIN_SIGNAL_MODE" => ("write", || at_load("RCCL_RUST_GIN_SIGNAL_MODE", "slots")),
         _ => return None,
     })
 }

@@ -67,13 +67,13 @@ fn counts_follow_scope_and_uar_sharing_and_sampled_traffic_arrives() {
         assert!((queue / peers as f64 - 64.0 / 1024.0).abs() < 0.01, "512-deep SQ + CQ per QP is 64 KiB plus records: {r:?}");
         // The OOB stand-in: createContext's two collectives, one frame to and
         // from every other rank each; the QP exchange carries 12 bytes of
-        // signal table and a 4-byte QP number to and from each connected peer,
-        // the status one byte.
+        // signal table, the signal mode's byte and a 4-byte QP number to and
+        // from each connected peer, the status one byte.
         assert_eq!(num(r, "oob_collectives"), 2, "{r:?}");
         assert_eq!(num(r, "oob_sent_msgs"), 2 * (n - 1));
         assert_eq!(num(r, "oob_recv_msgs"), 2 * (n - 1));
-        assert_eq!(num(r, "oob_sent_bytes"), (peers - 1) * (12 + 4) + (n - 1), "{r:?}");
-        assert_eq!(num(r, "oob_recv_bytes"), (peers - 1) * (12 + 4) + (n - 1), "{r:?}");
+        assert_eq!(num(r, "oob_sent_bytes"), (peers - 1) * (12 + 1 + 4) + (n - 1), "{r:?}");
+        assert_eq!(num(r, "oob_recv_bytes"), (peers - 1) * (12 + 1 + 4) + (n - 1), "{r:?}");
         assert_eq!(num(r, "checked_puts"), 3, "a put+signal to each sampled peer: {r:?}");
         assert!(float(r, "descriptor_kib") > 0.0 && float(r, "host_kib") > 0.0, "{r:?}");
     }
@@ -102,7 +102,7 @@ fn several_contexts_and_one_uar_page_for_all() {
         let peers = scope_size(&r["scope"], 64);
         assert_eq!(num(r, "qps"), 3 * peers, "{r:?}");
         assert_eq!(num(r, "uar_pages"), 1, "RCCL_RUST_GIN_QPS_PER_UAR=0: every QP on one page: {r:?}");
-        assert_eq!(num(r, "oob_sent_bytes"), (peers - 1) * (12 + 3 * 4) + 63, "{r:?}");
+        assert_eq!(num(r, "oob_sent_bytes"), (peers - 1) * (12 + 1 + 3 * 4) + 63, "{r:?}");
         assert_eq!(num(r, "checked_puts"), 4 * 3, "every context of each sampled peer: {r:?}");
     }
 }

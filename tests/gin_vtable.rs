@@ -45,6 +45,13 @@ fn eight_ranks_as_threads() {
     run_threads(8);
 }
 
+/// The end-to-end runs above, again with every signal a slot write
+/// (RCCL_RUST_GIN_SIGNAL_MODE=write) on the same emulated mlx5 NIC.
+#[test]
+fn the_same_runs_with_write_mode_signals() {
+    rerun_in_write_mode(&["two_ranks_as_threads", "four_ranks_as_threads", "eight_ranks_as_threads"]);
+}
+
 /// A single connected rank (nranks 1, loopback) for the bad-input tests.
 fn solo() -> (Rank, *mut c_void, *const c_void) {
     let p = plugin();

@@ -424,6 +424,8 @@ fn world(depth: i32) -> World {
                     assert_eq!(res, OK, "createContext (depth {depth})");
                     // SAFETY: a live device handle.
                     let h = unsafe { (*dh).handle } as usize;
+                    let want = if write_mode_asked() { RUST_GIN_SIGNAL_MODE_WRITE } else { RUST_GIN_SIGNAL_MODE_ATOMIC };
+                    assert_eq!(context_signal_mode(h as *const c_void, 0), want, "signal mode");
                     let src = register(p, r.coll, 64 * SLOT * 64);
                     let dst = register(p, r.coll, N * 64 * SLOT * 64);
                     let sig = register(p, r.coll, 64 * 8 + 8);
@@ -510,6 +512,92 @@ impl World {
     }
 }
 
+/// Write mode: a thread that samples every slot, running total and signal
+/// word of every rank while waves post, and records any that went
+/// backwards. A slot or total that decreases is an update lost for good.
+struct Watch {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<(u64, Vec<String>)>>,
+}
+
+impl World {
+    /// (what, address) of every word the write mode keeps monotonic.
+    fn monotonic_words(&self) -> Vec<(String, usize)> {
+        let mut v = Vec::new();
+        for r in 0..N {
+            // SAFETY: live handles; contexts as createContext wrote them.
+            unsafe {
+                let h = &*(self.h[r] as *const rust_gin_handle);
+                for ctx in 0..h.n_contexts as usize {
+                    let c = &*((h.contexts as *const rust_gin_context).add(ctx));
+                    let ns = c.n_signals as usize;
+                    for i in 0..ns {
+                        v.push((format!("rank {r} ctx {ctx} signal word {i}"), c.signals as usize + 8 * i));
+                    }
+                    for i in 0..N * ns {
+                        let (p, id) = (i / ns, i % ns);
+                        v.push((format!("rank {r} ctx {ctx} slot of sender {p} signal {id}"), c.signal_slots as usize + 8 * i));
+                        v.push((format!("rank {r} ctx {ctx} total to peer {p} signal {id}"), c.signal_totals as usize + 8 * i));
+                    }
+                }
+            }
+        }
+        v
+    }
+
+    fn watch(&self) -> Option<Watch> {
+        if !write_mode_asked() {
+            return None;
+        }
+        let words = self.monotonic_words();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let st = stop.clone();
+        let started = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let go = started.clone();
+        let thread = std::thread::spawn(move || {
+            let load = |a: usize| {
+                // SAFETY: words of live contexts (host memory of the emulated NIC), 8-byte aligned.
+                unsafe { (*(a as *const std::sync::atomic::AtomicU64)).load(Ordering::Acquire) }
+            };
+            let mut last: Vec<u64> = words.iter().map(|(_, a)| load(*a)).collect();
+            go.store(true, Ordering::Release);
+            let (mut samples, mut bad) = (0u64, Vec::new());
+            // Sweeps until told to stop, then one more over the final values.
+            loop {
+                let last_sweep = st.load(Ordering::Acquire);
+                for (k, (what, a)) in words.iter().enumerate() {
+                    let v = load(*a);
+                    if v < last[k] && bad.len() < 8 {
+                        bad.push(format!("{what}: {} then {v}", last[k]));
+                    }
+                    last[k] = last[k].max(v);
+                }
+                samples += 1;
+                if last_sweep {
+                    break;
+                }
+                std::thread::yield_now();
+            }
+            (samples, bad)
+        });
+        // The first values are read before any wave posts.
+        while !started.load(Ordering::Acquire) {
+            std::thread::yield_now();
+        }
+        Some(Watch { stop, thread: Some(thread) })
+    }
+}
+
+impl Watch {
+    fn finish(mut self) {
+        self.stop.store(true, Ordering::Release);
+        let (samples, bad) = self.thread.take().unwrap().join().unwrap();
+        assert!(bad.is_empty(), "write-mode words went backwards: {bad:?}");
+        assert!(samples > 0, "the watcher never swept");
+        println!("write mode: slots, totals and signal words sampled {samples} times, never backwards");
+    }
+}
+
 /// Peer layouts the issue asks for.
 fn peer_of(kind: &str, lane: u32) -> u32 {
     match kind {
@@ -523,6 +611,9 @@ fn peer_of(kind: &str, lane: u32) -> u32 {
 fn every_gin_operation_from_1_2_17_63_and_64_lanes() {
     let w = world(256);
     let h = w.handle();
+    // Write mode has no VA signals (refused: tests/signal_slots.rs).
+    let va = !write_mode_asked();
+    let watch = w.watch();
     let mut round = 0u32;
     let mut puts = [0u64; 64]; // puts so far per lane (counter l of context 0)
     for n_lanes in [1u32, 2, 17, 63, 64] {
@@ -545,7 +636,9 @@ fn every_gin_operation_from_1_2_17_63_and_64_lanes() {
                     w.ok("putValue", dev::rust_gin_put_value(
                         h, 0, peer, w.dst[0].gh, (64 * SLOT + l as usize * 8) as u64,
                         u64::from(round) << 32 | u64::from(l), 8, NO_SIGNAL, RUST_GIN_FLAG_AGGREGATE));
-                    w.ok("signal", dev::rust_gin_signal_peer(h, 0, peer, signal_va(&w.sig[0], 64 * 8), 0));
+                    if va {
+                        w.ok("signal", dev::rust_gin_signal_peer(h, 0, peer, signal_va(&w.sig[0], 64 * 8), 0));
+                    }
                     w.ok("get", dev::rust_gin_get(
                         h, 1, peer, w.src[0].gh, off, w.dst[0].gh, (128 * SLOT + l as usize * SLOT) as u64,
                         SLOT as u64, 0));
@@ -569,7 +662,7 @@ fn every_gin_operation_from_1_2_17_63_and_64_lanes() {
             for r in 0..N {
                 let want = (0..n_lanes).filter(|l| l % 2 == 0 && peer_of(kind, *l) as usize == r).count() as u64;
                 assert_eq!(w.signal(r, 0, 0) - sig0[r], want, "{kind}/{n_lanes}: indexed signal at rank {r}");
-                let want = (0..n_lanes).filter(|l| peer_of(kind, *l) as usize == r).count() as u64;
+                let want = if va { (0..n_lanes).filter(|l| peer_of(kind, *l) as usize == r).count() as u64 } else { 0 };
                 let got = w.sig[r].buf.atomic_u64(64 * 8).load(Ordering::Acquire) - va0[r];
                 assert_eq!(got, want, "{kind}/{n_lanes}: VA signal at rank {r}");
             }
@@ -580,6 +673,7 @@ fn every_gin_operation_from_1_2_17_63_and_64_lanes() {
             assert!(w.error().is_none(), "{:?}", w.error());
         }
     }
+    watch.map(Watch::finish);
 }
 
 #[test]
@@ -614,6 +708,7 @@ fn flush_and_signal_waits_called_by_many_lanes_of_one_wave() {
     for depth in [64, 512, 4096] {
         let w = world(depth);
         let h = w.handle();
+        let watch = w.watch();
         wave(lanes(64), |l| {
             // SAFETY: live handle and windows.
             unsafe {
@@ -630,6 +725,7 @@ fn flush_and_signal_waits_called_by_many_lanes_of_one_wave() {
             }
         });
         assert_eq!(w.signal(0, 0, 2), 256, "depth {depth}");
+        watch.map(Watch::finish);
         for l in 0..64 {
             assert_eq!(u64::from_ne_bytes(w.dst_bytes(0, l * 8, 8).try_into().unwrap()), 3);
         }
@@ -686,6 +782,7 @@ fn eight_waves_of_64_lanes_mixed_operations_depth_64() {
     let w = world(64);
     let h = w.handle();
     let rounds = ops.div_ceil(64 * 3) as u32; // three operations per lane per round
+    let watch = w.watch();
     let t = Instant::now();
     let stats: Vec<rust_gin_ls_stats> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..8u32)
@@ -723,6 +820,7 @@ fn eight_waves_of_64_lanes_mixed_operations_depth_64() {
         hs.into_iter().map(|h| h.join().unwrap()).collect()
     });
     let took = t.elapsed();
+    watch.map(Watch::finish);
     // Counters: each global lane g counts its puts on counter g % 64 of its
     // context (wv % 2); waves wv and wv+2, +4, +6 share that counter.
     for ctx in 0..2u32 {
@@ -765,4 +863,18 @@ fn eight_waves_of_64_lanes_mixed_operations_depth_64() {
         steps,
         spins
     );
+}
+
+/// The signal cases above, again with every signal a slot write
+/// (RCCL_RUST_GIN_SIGNAL_MODE=write), watched for totals that go backwards:
+/// many lanes of one wave adding to the same signal of the same peer, and
+/// eight waves at once.
+#[test]
+fn signal_cases_again_with_write_mode_signals() {
+    rerun_in_write_mode(&[
+        "every_gin_operation_from_1_2_17_63_and_64_lanes",
+        "one_doorbell_per_queue_per_wave_batch",
+        "flush_and_signal_waits_called_by_many_lanes_of_one_wave",
+        "eight_waves_of_64_lanes_mixed_operations_depth_64",
+    ]);
 }

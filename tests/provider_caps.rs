@@ -65,18 +65,20 @@ fn caps(remote: Known, pcie: bool, gpu: Known) -> Capabilities {
 }
 
 #[test]
-fn the_signal_mode_needs_remote_atomics_and_a_completer_only_for_pcie_atomics() {
+fn the_signal_mode_is_atomics_where_they_work_else_slot_writes() {
     let no = || Known::No("test".into());
     let unknown = || Known::Unknown("test".into());
-    assert_eq!(caps(Known::Yes, false, no()).signal_mode(), Ok(SignalMode::RemoteAtomic), "HCA atomics need no completer");
-    assert_eq!(caps(Known::Yes, true, Known::Yes).signal_mode(), Ok(SignalMode::RemoteAtomic));
-    assert_eq!(caps(Known::Yes, true, unknown()).signal_mode(), Ok(SignalMode::RemoteAtomic), "unknown is not no");
-    let e = caps(no(), false, Known::Yes).signal_mode().unwrap_err();
+    assert_eq!(caps(Known::Yes, false, no()).signal_mode(), SignalMode::RemoteAtomic, "HCA atomics need no completer");
+    assert_eq!(caps(Known::Yes, true, Known::Yes).signal_mode(), SignalMode::RemoteAtomic);
+    assert_eq!(caps(Known::Yes, true, unknown()).signal_mode(), SignalMode::RemoteAtomic, "unknown is not no");
+    assert_eq!(caps(no(), false, Known::Yes).signal_mode(), SignalMode::SlotWrite);
+    let e = caps(no(), false, Known::Yes).atomics_unusable().unwrap();
     assert!(e.contains("mlx5_7") && e.contains("no remote atomics"), "{e}");
-    let e = caps(Known::Yes, true, no()).signal_mode().unwrap_err();
+    assert_eq!(caps(Known::Yes, true, no()).signal_mode(), SignalMode::SlotWrite);
+    let e = caps(Known::Yes, true, no()).atomics_unusable().unwrap();
     assert!(e.contains("PCIe AtomicOps"), "{e}");
     let line = caps(Known::Yes, true, no()).to_string();
-    assert!(line.contains("NONE WORKS"), "{line}");
+    assert!(line.contains("signals: slot write"), "{line}");
 }
 
 fn probe(setup: Setup) -> (StandIn, Capabilities) {
@@ -99,13 +101,13 @@ fn the_mlx5_provider_reports_what_the_device_and_the_gpu_say() {
     assert_eq!(c.gpu_atomic_completer, Known::Yes);
     assert!(c.dmabuf);
     assert_eq!((c.max_qp, c.qps_per_uar, c.max_inline), (Some(131_072), Some(4), MAX_INLINE));
-    assert_eq!(c.signal_mode(), Ok(SignalMode::RemoteAtomic));
+    assert_eq!(c.signal_mode(), SignalMode::RemoteAtomic);
 
-    // GLOB atomics on a GPU without a 64-bit completer: no signal mode works.
+    // GLOB atomics on a GPU without a 64-bit completer: signals become slot writes.
     let (_s, c) = probe(Setup { atomic_cap: 2, gpu_pci: Some((bdf, config(0))), ..Setup::roce() });
     assert!(c.atomics_use_pcie);
     assert!(c.gpu_atomic_completer.is_no());
-    assert!(c.signal_mode().is_err());
+    assert_eq!(c.signal_mode(), SignalMode::SlotWrite);
 
     // No bus id from HIP: unknown, with the reason.
     let (_s, c) = probe(Setup::roce());

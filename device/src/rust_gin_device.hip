@@ -323,7 +323,20 @@ RG_EXTERN_C RG_DEV uint64_t* rust_gin_signal_ptr(const void* handle, uint32_t co
     return word<uint64_t>(x.c->sink, 0);  // readable, never a crash
   }
   *offset = atomic_load(word<uint64_t>(x.c->signal_offsets, id), __ATOMIC_RELAXED, Scope::agent);
+  // Write mode: the word is current as of this call; a caller that polls it
+  // refreshes it each time (rust_gin_signal_refresh).
+  if (write_mode(x.c)) fold_signal(x.c, x.h->nranks, id);
   return word<uint64_t>(x.c->signals, id);
+}
+
+RG_EXTERN_C RG_DEV void rust_gin_signal_refresh(const void* handle, uint32_t context, uint32_t id) {
+  Ctx x;
+  if (resolve(handle, context, &x)) return;
+  if (id >= x.c->n_signals) {
+    invalid(x.err, x.h->rank, RUST_GIN_ARG_SIGNAL, id, x.c->n_signals);
+    return;
+  }
+  if (write_mode(x.c)) fold_signal(x.c, x.h->nranks, id);
 }
 
 RG_EXTERN_C RG_DEV uint64_t rust_gin_signal_read(const void* handle, uint32_t context, uint32_t id) {
@@ -340,7 +353,7 @@ RG_EXTERN_C RG_DEV int rust_gin_signal_wait(const void* handle, uint32_t context
   if (s) return s;
   if (id >= x.c->n_signals) return invalid(x.err, x.h->rank, RUST_GIN_ARG_SIGNAL, id, x.c->n_signals);
   return wait_word(x, word<uint64_t>(x.c->signals, id), word<uint64_t>(x.c->signal_offsets, id), least,
-                   RUST_GIN_WAIT_SIGNAL, id, abort_flag, timeout_cycles);
+                   RUST_GIN_WAIT_SIGNAL, id, abort_flag, timeout_cycles, false, write_mode(x.c));
 }
 
 RG_EXTERN_C RG_DEV void rust_gin_signal_reset(const void* handle, uint32_t context, uint32_t id) {
@@ -350,9 +363,11 @@ RG_EXTERN_C RG_DEV void rust_gin_signal_reset(const void* handle, uint32_t conte
     invalid(x.err, x.h->rank, RUST_GIN_ARG_SIGNAL, id, x.c->n_signals);
     return;
   }
-  // Move the offset instead of storing 0: an in-flight remote atomic cannot
-  // be lost to a racing reset.
-  const uint64_t v = atomic_load(word<uint64_t>(x.c->signals, id), __ATOMIC_ACQUIRE, Scope::system);
+  // Move the offset instead of storing 0: an in-flight remote atomic (or
+  // slot write) cannot be lost to a racing reset. Write mode folds first, so
+  // the offset covers what has landed.
+  const uint64_t v = write_mode(x.c) ? fold_signal(x.c, x.h->nranks, id)
+                                     : atomic_load(word<uint64_t>(x.c->signals, id), __ATOMIC_ACQUIRE, Scope::system);
   atomic_exchange(word<uint64_t>(x.c->signal_offsets, id), v, __ATOMIC_RELEASE, Scope::agent);
 }
 

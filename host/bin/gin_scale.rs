@@ -29,6 +29,7 @@
 //! says so on stderr); they are never counted as measured.
 
 use clap::Parser;
+use rccl_rust_gin::provider::caps::SignalMode;
 use rccl_rust_gin::abi::{rust_gin_signal, RUST_GIN_SIGNAL_INDEXED, RUST_GIN_SIGNAL_OP_INC};
 use rccl_rust_gin::config::{Config, EmuFabric, EmuProgress, ProviderKind};
 use rccl_rust_gin::device::{self, DeviceStatus};
@@ -317,8 +318,9 @@ impl Sampled {
 // table (address, rkey) then its QP number for us per context; a window's
 // base, size and rkey. The traffic check fails if these drift.
 fn qp_record(signal_base: u64, signal_rkey: u32, qpns: impl Iterator<Item = u32>) -> Vec<u8> {
-    let mut v = signal_base.to_le_bytes().to_vec();
-    v.extend_from_slice(&signal_rkey.to_le_bytes());
+    // The stand-in ranks signal with remote atomics, as the emulated NIC's
+    // capabilities make `auto` choose.
+    let mut v = rccl_rust_gin::gin::context::signal_record(&[(signal_base, signal_rkey)], SignalMode::RemoteAtomic);
     qpns.for_each(|q| v.extend_from_slice(&q.to_le_bytes()));
     v
 }

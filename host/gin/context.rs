@@ -8,6 +8,12 @@
 //! atomic results. Once: the handle and the sticky error record. The signal
 //! tables and the sink are registered on every rail, and each context's
 //! descriptors carry its rail's keys.
+//!
+//! Signals travel in one of two modes per context set (provider/caps.rs,
+//! `RCCL_RUST_GIN_SIGNAL_MODE`), the same on every rank: remote atomics into
+//! the signal table, or (write mode) RDMA WRITEs of running totals into
+//! per-sender slot tables, which are then what is registered for the peers
+//! and exchanged instead (docs/nic-families.md, section 7).
 
 use crate::session::comm::CollComm;
 use crate::session::mesh::{PeerSet, QpMesh};
@@ -19,9 +25,11 @@ use crate::abi::{
 use crate::device::DeviceError;
 use crate::error::{Error, Result};
 use crate::ffi::gin::{NcclGinConfig, NcclGinConfigV15};
+use crate::config::SignalModeKnob;
 use crate::ffi::nccl::{NcclNetDeviceHandle, NCCL_NET_DEVICE_GIN_RUST};
 use crate::gpu::{GpuBuf, Object};
 use crate::mlx5::queue::log_depth_for;
+use crate::provider::caps::SignalMode;
 use crate::provider::{Access, MemoryRegion, QueuePair};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -121,6 +129,9 @@ pub struct GinContext {
     _sink: GpuBuf,
     _counter_log: GpuBuf,
     _counted_peers: GpuBuf,
+    /// Write mode only: the slot table and the running totals.
+    _slots: Option<(GpuBuf, GpuBuf)>,
+    pub signal_mode: SignalMode,
     /// What RCCL gets from createContext; it reads it, so it is real memory.
     pub dev_handle: Box<NcclNetDeviceHandle>,
     /// Errors already reported through queryLastError.
@@ -164,8 +175,30 @@ impl GinContext {
         let offsets = alloc.alloc(per(settings.n_signals), 64, Object::SignalOffsets)?;
         let counters = alloc.alloc(per(settings.n_counters), 64, Object::Counters)?;
         let sink = alloc.alloc(64, 64, Object::Sink)?;
-        let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
-        // Per rail: the signal table (peers' atomics arrive on every rail)
+        let mode = signal_mode(cfg.signal_mode, &coll)?;
+        // Write mode: per context, [nranks][nSignals] slots (row s: rank s's
+        // totals, written by its NIC) and as many running totals of our own.
+        let slots = match mode {
+            SignalMode::RemoteAtomic => None,
+            SignalMode::SlotWrite => {
+                let len = per(settings.n_signals) * nranks as usize;
+                let table = alloc.alloc(len, 64, Object::SignalSlots)?;
+                let totals = alloc.alloc(len, 64, Object::SignalTotals)?;
+                table.write(0, &vec![0u8; len]);
+                totals.write(0, &vec![0u8; len]);
+                Some((table, totals))
+            }
+        };
+        // What the peers' signals land in: the signal table, or the slots.
+        let (target, target_access, target_name) = match &slots {
+            None => (
+                &signals,
+                Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC,
+                "signal table",
+            ),
+            Some((table, _)) => (table, Access::LOCAL_WRITE | Access::REMOTE_WRITE, "signal slot table"),
+        };
+        // Per rail: the signal target (peers' signals arrive on every rail)
         // and the sink (atomic results, the flush byte), in the same order
         // on every rail.
         let nrails = coll.rails.len();
@@ -174,20 +207,17 @@ impl GinContext {
         for (k, rail_nic) in coll.rails.iter().enumerate() {
             let at = |what: &str| format!("registering the {what} on {}", RailSet::label(k, &**rail_nic));
             // SAFETY: the buffers live in the context, which drops the regions first.
-            let mr = unsafe { rail_nic.reg_mr(signals.dev_addr(), signals.len() as u64, access) };
-            signals_mrs.push(mr.map_err(|e| on_rail(e, &at("signal table")))?);
+            let mr = unsafe { rail_nic.reg_mr(target.dev_addr(), target.len() as u64, target_access) };
+            signals_mrs.push(mr.map_err(|e| on_rail(e, &at(target_name)))?);
             // SAFETY: as above.
             let mr = unsafe { rail_nic.reg_mr(sink.dev_addr(), sink.len() as u64, Access::LOCAL_WRITE) };
             sink_mrs.push(mr.map_err(|e| on_rail(e, &at("sink")))?);
         }
 
-        // Tell every peer the QPs meant for it, and where our signals are
-        // (address and rkey per rail).
-        let mut sig = Vec::with_capacity(12 * nrails);
-        for mr in &signals_mrs {
-            sig.extend_from_slice(&mr.addr().to_le_bytes());
-            sig.extend_from_slice(&mr.rkey().to_le_bytes());
-        }
+        // Tell every peer the QPs meant for it, where our signals land
+        // (address and rkey per rail) and our signal mode.
+        let tables: Vec<(u64, u32)> = signals_mrs.iter().map(|mr| (mr.addr(), mr.rkey())).collect();
+        let sig = signal_record(&tables, mode);
         let mesh =
             QpMesh::build(&coll, nctx, settings.log_depth, settings.traffic_class, cfg.rings_in_device_memory, &sig, peers)?;
         // remote_signals[rank][rail]
@@ -203,6 +233,19 @@ impl GinContext {
                 })
                 .collect();
             remote_signals.push(per_rail);
+        }
+        // Both ends must agree: a slot write into a peer's signal table, or
+        // an atomic into its slots, would corrupt its signals.
+        for (p, m) in mesh.extras.iter().enumerate() {
+            let Some(&theirs) = m.get(12 * nrails) else { continue };
+            if u32::from(theirs) != mode.abi() {
+                let named = SignalMode::from_abi(theirs.into()).map_or("unknown", |m| m.name());
+                return Err(Error::InvalidUsage(format!(
+                    "signal mode differs between ranks: rank {rank} uses {}, rank {p} uses {named}; set \
+                     RCCL_RUST_GIN_SIGNAL_MODE to the same value on every rank",
+                    mode.name()
+                )));
+            }
         }
         let connected = mesh.peers;
         let npeers = connected.len() as u32;
@@ -226,6 +269,7 @@ impl GinContext {
         let timeout_ns = cfg.timeout_ns();
         let peers = alloc.alloc(std::mem::size_of::<rust_gin_peer>() * (nctx * nranks) as usize, 64, Object::Peers)?;
         let contexts = alloc.alloc(std::mem::size_of::<rust_gin_context>() * nctx as usize, 64, Object::Contexts)?;
+        let per_ctx_slots = u64s(settings.n_signals) * nranks as usize;
         for c in 0..nctx {
             let rail = rail_of(c, nrails);
             let sink_lkey = sink_mrs[rail].lkey();
@@ -244,12 +288,14 @@ impl GinContext {
                         ),
                     None => rust_gin_mlx5_sq { peer: p, error: error.dev_addr(), ..Default::default() },
                 };
-                let d = rust_gin_peer {
-                    sq,
-                    signal_raddr: base + 8 * (c as u64) * settings.n_signals.max(1) as u64,
-                    signal_rkey: rkey,
-                    reserved: 0,
+                let nsig = settings.n_signals.max(1) as u64;
+                let signal_raddr = match mode {
+                    // The peer's signal table for context c.
+                    SignalMode::RemoteAtomic => base + 8 * (c as u64) * nsig,
+                    // Our row of the peer's slot table for context c.
+                    SignalMode::SlotWrite => base + 8 * nsig * ((c as u64) * nranks as u64 + rank as u64),
                 };
+                let d = rust_gin_peer { sq, signal_raddr, signal_rkey: rkey, reserved: 0 };
                 peers.write_pod(std::mem::size_of::<rust_gin_peer>() * (c * nranks + p) as usize, &d);
             }
             let ctx = rust_gin_context {
@@ -264,6 +310,10 @@ impl GinContext {
                 // Picks the window keys of this context's NIC (device ABI 2).
                 rail: rail as u32,
                 counted_peers: counted_peers.dev_addr() + (8 * bitmap_words * c as usize) as u64,
+                signal_slots: slots.as_ref().map_or(0, |(t, _)| t.dev_addr() + (c as usize * per_ctx_slots) as u64),
+                signal_totals: slots.as_ref().map_or(0, |(_, t)| t.dev_addr() + (c as usize * per_ctx_slots) as u64),
+                signal_mode: mode.abi(),
+                reserved: 0,
             };
             contexts.write_pod(std::mem::size_of::<rust_gin_context>() * c as usize, &ctx);
         }
@@ -305,6 +355,8 @@ impl GinContext {
             _sink: sink,
             _counter_log: counter_log,
             _counted_peers: counted_peers,
+            _slots: slots,
+            signal_mode: mode,
             dev_handle,
             reported: AtomicU64::new(0),
             progress_lock: Mutex::new(()),
@@ -350,10 +402,53 @@ impl GinContext {
         u64::from_ne_bytes(b)
     }
 
+    /// Write mode: the slot rank `sender` wrote for signal `id` of
+    /// `context` (host view; tests and diagnostics).
+    pub fn signal_slot(&self, context: u32, id: u32, sender: u32) -> Option<u64> {
+        let (table, _) = self._slots.as_ref()?;
+        let nranks = self.coll.nranks as usize;
+        let row = u64s(self.settings.n_signals);
+        let off = context as usize * row * nranks + sender as usize * row + 8 * id as usize;
+        let mut b = [0u8; 8];
+        table.read(off, &mut b);
+        Some(u64::from_ne_bytes(b))
+    }
+
     pub fn counter_word(&self, context: u32, id: u32) -> u64 {
         let off = (context as usize * u64s(self.settings.n_counters)) + 8 * id as usize;
         let mut b = [0u8; 8];
         self.counters.read(off, &mut b);
         u64::from_ne_bytes(b)
     }
+}
+
+/// The context set's signal mode: the knob, or with `auto` remote atomics
+/// unless the probe says some rail's NIC cannot deliver them into GPU memory.
+/// What createContext tells each peer before the QP numbers (host/session/
+/// mesh.rs appends those): where its signals land, address and rkey per rail,
+/// then its signal mode. Public for gin-scale's stand-in ranks.
+pub fn signal_record(tables: &[(u64, u32)], mode: SignalMode) -> Vec<u8> {
+    let mut sig = Vec::with_capacity(12 * tables.len() + 1);
+    for &(addr, rkey) in tables {
+        sig.extend_from_slice(&addr.to_le_bytes());
+        sig.extend_from_slice(&rkey.to_le_bytes());
+    }
+    sig.push(mode.abi() as u8);
+    sig
+}
+
+fn signal_mode(knob: SignalModeKnob, coll: &CollComm) -> Result<SignalMode> {
+    Ok(match knob {
+        SignalModeKnob::Atomic => SignalMode::RemoteAtomic,
+        SignalModeKnob::Write => SignalMode::SlotWrite,
+        SignalModeKnob::Auto => {
+            let why: Vec<String> = coll.rails.iter().filter_map(|nic| nic.capabilities().atomics_unusable()).collect();
+            if why.is_empty() {
+                SignalMode::RemoteAtomic
+            } else {
+                crate::info_line!(INIT, "signals travel as slot writes: {}", why.join("; "));
+                SignalMode::SlotWrite
+            }
+        }
+    })
 }

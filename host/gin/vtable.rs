@@ -42,9 +42,13 @@ pub fn check_selected(nccl_gin_type: Option<&str>) -> Result<()> {
 unsafe extern "C" fn get_gin_properties(props: *mut NcclGinProperties) -> NcclResult {
     guard("getGinProperties", || {
         // One RC queue pair per peer and context executes in order: a signal
-        // (a fetch-and-add behind the data) lands after every earlier put to
-        // that peer (strong); VA signals are fetch-and-adds into a window.
-        *out(props, "props")? = NcclGinProperties { supports_strong_signals: true, supports_va_signals: true };
+        // (a fetch-and-add or a slot write behind the data) lands after every
+        // earlier put to that peer (strong). VA signals are fetch-and-adds
+        // into a window: none with RCCL_RUST_GIN_SIGNAL_MODE=write. With auto
+        // the NIC is not open yet; a context that ends up in write mode
+        // refuses VA signals at the device (docs/configuration.md).
+        let va = Config::from_env().map_or(true, |c| c.signal_mode != crate::config::SignalModeKnob::Write);
+        *out(props, "props")? = NcclGinProperties { supports_strong_signals: true, supports_va_signals: va };
         Ok(())
     })
 }

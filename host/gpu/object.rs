@@ -62,6 +62,11 @@ pub enum Object {
     ErrorRecord,
     /// The signal table: remote NICs add to it with atomics, kernels poll it.
     Signals,
+    /// Write-mode signals (docs/nic-families.md, section 7): the slots remote
+    /// NICs write each sender's running total into, which kernels poll and
+    /// fold; and this rank's running totals per (peer, signal), kernels only.
+    SignalSlots,
+    SignalTotals,
     /// Atomic results (never read) and the byte a flush after gets has the
     /// NIC read: in GPU memory, like get destinations.
     Sink,
@@ -78,7 +83,7 @@ pub enum Object {
 
 impl Object {
     /// Every object, each ring in both homes (for the placement table's test).
-    pub const ALL: [Object; 21] = [
+    pub const ALL: [Object; 23] = [
         Object::Handle,
         Object::Contexts,
         Object::Peers,
@@ -92,6 +97,8 @@ impl Object {
         Object::CountedPeers,
         Object::ErrorRecord,
         Object::Signals,
+        Object::SignalSlots,
+        Object::SignalTotals,
         Object::Sink,
         Object::SendRing(RingHome::Host),
         Object::SendRing(RingHome::Device),
@@ -117,11 +124,12 @@ impl Object {
             | Object::SignalOffsets
             | Object::Counters
             | Object::CounterLog
-            | Object::CountedPeers => Placement::Device,
+            | Object::CountedPeers
+            | Object::SignalTotals => Placement::Device,
             // The host reads it while kernels run.
             Object::ErrorRecord => Placement::DeviceFine,
             // A NIC writes, kernels poll: a cached copy would never change.
-            Object::Signals => Placement::DeviceUncached,
+            Object::Signals | Object::SignalSlots => Placement::DeviceUncached,
             // The NIC writes atomic results and reads the flush byte; no
             // kernel reads it. In GPU memory, so that the flush's read takes
             // the path get data takes.

@@ -1,13 +1,15 @@
 //! What a NIC and the GPU behind it can do for rust-gin, probed once when the
 //! NIC is opened: printed at `NCCL_DEBUG=INFO`, by `gin-caps`, and used to
-//! choose how signals travel (docs/configuration.md, "Capabilities").
+//! choose how signals travel (docs/configuration.md, "Capabilities"; the
+//! knob RCCL_RUST_GIN_SIGNAL_MODE overrides the choice).
 //!
 //! A signal is an 8-byte fetch-and-add the NIC executes into the peer GPU's
 //! memory. That needs the NIC to do remote atomics, and where the NIC
 //! executes them as PCIe AtomicOps (verbs `IBV_ATOMIC_GLOB`) the GPU must
 //! complete those; a NIC that executes them as its own read-modify-write
 //! (`IBV_ATOMIC_HCA`, ConnectX's default) needs nothing of the GPU. Broadcom
-//! Thor2 and AMD Pollara report no remote atomics into GPU memory (issue 13).
+//! Thor2 and AMD Pollara report no remote atomics into GPU memory (issue 13):
+//! their signals travel as slot writes instead ([`SignalMode::SlotWrite`]).
 //! What the probe cannot read is said as unknown, with the reason, never
 //! guessed.
 
@@ -37,17 +39,40 @@ impl fmt::Display for Known {
     }
 }
 
-/// How signals reach the peer.
+/// How signals reach the peer (abi/gin.h `RUST_GIN_SIGNAL_MODE_*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SignalMode {
     /// An 8-byte RDMA fetch-and-add behind the data on the same queue pair.
     RemoteAtomic,
+    /// No remote atomics: an 8-byte inline RDMA WRITE of the sender's running
+    /// total into its own slot at the peer, behind the data on the same queue
+    /// pair; the receiver folds the slots (docs/nic-families.md, section 7).
+    /// VA signals are refused.
+    SlotWrite,
 }
 
 impl SignalMode {
     pub fn name(self) -> &'static str {
         match self {
             SignalMode::RemoteAtomic => "remote atomic (8-byte fetch-and-add)",
+            SignalMode::SlotWrite => "slot write (8-byte RDMA WRITE of a running total per sender; no VA signals)",
+        }
+    }
+
+    /// The value of `rust_gin_context.signal_mode`.
+    pub fn abi(self) -> u32 {
+        match self {
+            SignalMode::RemoteAtomic => crate::abi::RUST_GIN_SIGNAL_MODE_ATOMIC,
+            SignalMode::SlotWrite => crate::abi::RUST_GIN_SIGNAL_MODE_WRITE,
+        }
+    }
+
+    /// A `rust_gin_context.signal_mode` value, if it names a mode.
+    pub fn from_abi(v: u32) -> Option<SignalMode> {
+        match v {
+            crate::abi::RUST_GIN_SIGNAL_MODE_ATOMIC => Some(SignalMode::RemoteAtomic),
+            crate::abi::RUST_GIN_SIGNAL_MODE_WRITE => Some(SignalMode::SlotWrite),
+            _ => None,
         }
     }
 }
@@ -75,21 +100,25 @@ pub struct Capabilities {
 }
 
 impl Capabilities {
-    /// The signal mode these capabilities allow, or why none works.
-    pub fn signal_mode(&self) -> Result<SignalMode, String> {
+    /// Why remote atomics into GPU memory do not work with this NIC and GPU,
+    /// or None where they do (or the probe could not tell: unknown is not no).
+    pub fn atomics_unusable(&self) -> Option<String> {
         match (&self.remote_atomics, &self.gpu_atomic_completer) {
-            (Known::No(why), _) => Err(format!(
-                "{}: no remote atomics ({why}); rust-gin's signals are remote fetch-and-adds and a NIC without \
-                 them cannot deliver one (a mode without remote atomics is issue 13 part 3)",
+            (Known::No(why), _) => Some(format!("{}: no remote atomics ({why})", self.nic)),
+            (_, Known::No(why)) if self.atomics_use_pcie => Some(format!(
+                "{}: the NIC executes atomics as PCIe AtomicOps, which the GPU does not complete ({why})",
                 self.nic
             )),
-            (_, Known::No(why)) if self.atomics_use_pcie => Err(format!(
-                "{}: the NIC executes atomics as PCIe AtomicOps, which the GPU does not complete ({why}); \
-                 rust-gin's signals are remote fetch-and-adds into GPU memory (a mode without remote atomics is \
-                 issue 13 part 3)",
-                self.nic
-            )),
-            _ => Ok(SignalMode::RemoteAtomic),
+            _ => None,
+        }
+    }
+
+    /// The signal mode `RCCL_RUST_GIN_SIGNAL_MODE=auto` picks: remote atomics
+    /// where they work into GPU memory, else slot writes.
+    pub fn signal_mode(&self) -> SignalMode {
+        match self.atomics_unusable() {
+            None => SignalMode::RemoteAtomic,
+            Some(_) => SignalMode::SlotWrite,
         }
     }
 }
@@ -112,10 +141,7 @@ impl fmt::Display for Capabilities {
                 Some(n) => n.to_string(),
                 None => "n/a".to_string(),
             },
-            match self.signal_mode() {
-                Ok(m) => m.name().to_string(),
-                Err(_) => "NONE WORKS (see the warning)".to_string(),
-            }
+            self.signal_mode().name()
         )
     }
 }

@@ -192,7 +192,8 @@ impl Plugin {
             assert_eq!(ndev, 1);
             let mut gp = NcclGinProperties::default();
             assert_eq!((self.v.get_gin_properties.unwrap())(&mut gp), OK);
-            assert!(gp.supports_strong_signals && gp.supports_va_signals);
+            assert!(gp.supports_strong_signals);
+            assert_eq!(gp.supports_va_signals, !write_mode_asked(), "VA signals exactly when not in write mode");
             let mut props = std::mem::zeroed::<NcclNetProperties>();
             assert_eq!((self.v.get_properties.unwrap())(0, &mut props), OK);
             assert_eq!(props.net_device_type, NCCL_NET_DEVICE_GIN_RUST);
@@ -322,5 +323,49 @@ impl TimedBarrier {
             assert!(!left.is_zero(), "barrier: another rank never arrived (did it fail?)");
             g = self.cv.wait_timeout(g, left).unwrap_or_else(|e| e.into_inner()).0;
         }
+    }
+}
+
+/// Whether this process asks for write-mode signals
+/// (RCCL_RUST_GIN_SIGNAL_MODE=write; tests run their signal cases in both
+/// modes through [`rerun_in_write_mode`]).
+pub fn write_mode_asked() -> bool {
+    std::env::var("RCCL_RUST_GIN_SIGNAL_MODE").map_or(false, |v| v.trim() == "write")
+}
+
+/// The signal mode of context `ctx` behind a device handle, as the device
+/// code reads it (abi/gin.h `rust_gin_context.signal_mode`).
+pub fn context_signal_mode(h: *const std::ffi::c_void, ctx: u32) -> u32 {
+    // SAFETY: a live device handle from createContext; the emulated NIC's
+    // memory is host memory.
+    unsafe {
+        let h = &*(h as *const rccl_rust_gin::abi::rust_gin_handle);
+        (*(h.contexts as *const rccl_rust_gin::abi::rust_gin_context).add(ctx as usize)).signal_mode
+    }
+}
+
+/// Runs the named tests of this test binary again, in a child process with
+/// RCCL_RUST_GIN_SIGNAL_MODE=write: the same test code in the other signal
+/// mode. Each named test must have run and passed there (the child's own
+/// summary says so), and each checks that its contexts really are in write
+/// mode ([`context_signal_mode`]). In a child already in write mode it is a
+/// no-op that says so.
+pub fn rerun_in_write_mode(tests: &[&str]) {
+    if write_mode_asked() {
+        println!("already in write mode: this is the rerun");
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(tests)
+        .args(["--exact", "--test-threads", "1"])
+        .env("RCCL_RUST_GIN_SIGNAL_MODE", "write")
+        .output()
+        .expect("rerun the test binary");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "the write-mode rerun failed:\n{text}");
+    let summary = format!("test result: ok. {} passed", tests.len());
+    assert!(text.contains(&summary), "the write-mode rerun did not run all {} tests:\n{text}", tests.len());
+    for t in tests {
+        assert!(text.contains(&format!("test {t} ... ok")), "{t} did not pass in write mode:\n{text}");
     }
 }

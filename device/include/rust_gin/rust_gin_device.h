@@ -71,9 +71,15 @@ RG_EXTERN_C RG_DEV int rust_gin_wait(const void* handle, rust_gin_request reques
 
 /* Signals: the local 64-bit word of an indexed signal and the offset to
  * subtract from it (reset moves the offset instead of racing in-flight remote
- * atomics with a store). */
+ * atomics with a store). In write mode the word is folded from the senders'
+ * slots when it is asked for, read, waited on or refreshed. */
 RG_EXTERN_C RG_DEV uint64_t* rust_gin_signal_ptr(const void* handle, uint32_t context, uint32_t id,
                                                  uint64_t* offset);
+/* Brings the word rust_gin_signal_ptr returned up to date: in a context whose
+ * signals are slot writes (RUST_GIN_SIGNAL_MODE_WRITE) it folds the senders'
+ * slots into it; otherwise it does nothing. RCCL's waits call it before every
+ * poll of the word (patch 0004, ncclGinApi_RefreshSignal). */
+RG_EXTERN_C RG_DEV void rust_gin_signal_refresh(const void* handle, uint32_t context, uint32_t id);
 RG_EXTERN_C RG_DEV uint64_t rust_gin_signal_read(const void* handle, uint32_t context, uint32_t id);
 RG_EXTERN_C RG_DEV int rust_gin_signal_wait(const void* handle, uint32_t context, uint32_t id, uint64_t least,
                                             const uint32_t* abort_flag, uint64_t timeout_cycles);

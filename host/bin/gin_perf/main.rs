@@ -9,7 +9,7 @@
 mod perf;
 
 use clap::{Parser, ValueEnum};
-use rccl_rust_gin::config::{Config, ProviderKind};
+use rccl_rust_gin::config::{Config, ProviderKind, SignalModeKnob};
 use rccl_rust_gin::gin::context::Settings;
 use perf::{cpu, datapath, direct::Direct, report, stats, LaneMode, Op, Params};
 use std::process::ExitCode;
@@ -42,6 +42,14 @@ enum LaneArg {
 enum ProviderArg {
     Emu,
     Mlx5,
+}
+
+/// How the direct path's signals travel (RCCL_RUST_GIN_SIGNAL_MODE).
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum SignalModeArg {
+    Auto,
+    Atomic,
+    Write,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -94,6 +102,11 @@ struct Args {
     /// against the number of NICs.
     #[arg(long, default_value = "1")]
     rails: String,
+    /// How the direct path's signals travel: auto (the capability probe), atomic (RDMA
+    /// fetch-and-add) or write (slot writes folded by the reader; docs/nic-families.md, section 7).
+    /// The proxy path's signals are the RMA plugin's. Default: RCCL_RUST_GIN_SIGNAL_MODE, else auto.
+    #[arg(long, value_enum)]
+    signal_mode: Option<SignalModeArg>,
     #[arg(short = 'f', long, value_enum, default_value = "table")]
     format: FormatArg,
     /// Where to write the SVG chart of latency, message rate and bandwidth against size.
@@ -171,6 +184,13 @@ fn run(args: Args) -> Result<(), String> {
     };
     let rails = rails_list(&args.rails)?;
     config.rails = rails[0];
+    if let Some(m) = args.signal_mode {
+        config.signal_mode = match m {
+            SignalModeArg::Auto => SignalModeKnob::Auto,
+            SignalModeArg::Atomic => SignalModeKnob::Atomic,
+            SignalModeArg::Write => SignalModeKnob::Write,
+        };
+    }
     let emulated = config.provider == ProviderKind::Emu;
     // The RMA plugin (the proxy path) reads its provider from the
     // environment, as it does under RCCL.
@@ -270,6 +290,9 @@ fn run(args: Args) -> Result<(), String> {
     let mut lane_desc = if waves > 1 { format!("{}, {waves} waves", lane_mode.name()) } else { lane_mode.name().into() };
     if config.rails > 1 {
         lane_desc += &format!("; {} rails (NICs per rank) on the direct path", config.rails);
+    }
+    if config.signal_mode != SignalModeKnob::Auto {
+        lane_desc += &format!("; direct-path signals: {:?}", config.signal_mode).to_lowercase();
     }
     let setup = report::Setup {
         emulated,

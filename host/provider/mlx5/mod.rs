@@ -120,8 +120,8 @@ impl Mlx5Provider {
         let nic = Mlx5Nic { ctx, memory, eqn, info };
         let caps = nic.capabilities();
         crate::info_line!(INIT, "capabilities of {caps}");
-        if let Err(why) = caps.signal_mode() {
-            crate::warn_line!("{why}");
+        if let Some(why) = caps.atomics_unusable() {
+            crate::info_line!(INIT, "{why}: signals travel as slot writes (RCCL_RUST_GIN_SIGNAL_MODE=auto), no VA signals");
         }
         Ok(Arc::new(nic))
     }

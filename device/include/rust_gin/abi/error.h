@@ -42,6 +42,7 @@ enum {
   RUST_GIN_ARG_SIZE = 7,        /* putValue size not 1, 2, 4 or 8; flush coop size 0 */
   RUST_GIN_ARG_SIGNAL_OP = 8,   /* unknown signal kind or operation */
   RUST_GIN_ARG_PEER_NOT_CONNECTED = 9, /* a rank the context set has no queue pair to (GIN v15 peer array) */
+  RUST_GIN_ARG_VA_SIGNAL_WRITE_MODE = 10, /* a VA signal on a context whose signals are writes (no remote atomics) */
 };
 
 enum {

@@ -12,7 +12,7 @@
  * rust_gin_device.h or the layouts in abi/) once a version has been released;
  * version 1 is the first release. The host reports it as netDeviceVersion;
  * the patch checks it at compile time. */
-#define RUST_GIN_DEVICE_ABI_VERSION 2
+#define RUST_GIN_DEVICE_ABI_VERSION 3
 
 #define RUST_GIN_HANDLE_MAGIC 0x52474831u /* "RGH1" */
 #define RUST_GIN_WINDOW_MAGIC 0x52475731u /* "RGW1" */
@@ -27,6 +27,18 @@ enum {
 enum {
   RUST_GIN_SIGNAL_OP_INC = 0, /* add 1 */
   RUST_GIN_SIGNAL_OP_ADD = 1, /* add the argument */
+};
+
+/* How a context's signals travel (rust_gin_context.signal_mode), one mode per
+ * context set, the same on every rank (createContext checks it). */
+enum {
+  /* An 8-byte RDMA fetch-and-add into the peer's signal word. */
+  RUST_GIN_SIGNAL_MODE_ATOMIC = 0,
+  /* No remote atomics: an 8-byte inline RDMA WRITE of the sender's running
+   * total for (peer, signal) into the sender's own slot at the peer; the
+   * receiver folds the slots into the signal word when it reads or waits
+   * (gin/signal_slots.h, docs/nic-families.md section 7). VA signals are refused. */
+  RUST_GIN_SIGNAL_MODE_WRITE = 1,
 };
 
 /* Flags of the posting functions. */
@@ -58,7 +70,10 @@ typedef struct rust_gin_signal {
 /* One per (context, peer). */
 typedef struct rust_gin_peer {
   rust_gin_mlx5_sq sq;   /* the RC queue pair to that peer */
-  uint64_t signal_raddr; /* the peer's signal table for this context */
+  /* Where this rank's signals land at the peer, for this context: the peer's
+   * signal table (atomic mode), or this rank's row of the peer's slot table
+   * (write mode); signal id i is at signal_raddr + 8 * i either way. */
+  uint64_t signal_raddr;
   uint32_t signal_rkey;
   uint32_t reserved;
 } rust_gin_peer;
@@ -77,6 +92,16 @@ typedef struct rust_gin_context {
   /* uint64_t[(nranks + 63) / 64]: peers whose queues hold counted puts not
    * yet credited (counter reads and waits poll those queues). */
   uint64_t counted_peers;
+  /* Write mode only (0 otherwise), both uint64_t. signal_slots:
+   * [nranks][n_signals], row s written by rank s's NIC only (its running
+   * totals), folded into `signals` by readers and waiters; NIC-written and
+   * polled, so uncached. signal_totals: [nranks][n_signals], this rank's
+   * running total per (peer, signal), advanced in queue order at publish
+   * (gin/lanes.h); kernels only. */
+  uint64_t signal_slots;
+  uint64_t signal_totals;
+  uint32_t signal_mode; /* RUST_GIN_SIGNAL_MODE_*, the same for every context of a handle */
+  uint32_t reserved;
 } rust_gin_context;
 
 /* What createContext returns as ncclNetDeviceHandle.handle. */

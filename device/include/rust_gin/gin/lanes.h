@@ -16,6 +16,7 @@
 // plain host thread the wave has one lane.
 #pragma once
 
+#include "rust_gin/gin/signal_slots.h"
 #include "rust_gin/mlx5/sq.h"
 #include "rust_gin/port/wave.h"
 
@@ -118,12 +119,33 @@ RG_INLINE int post_lane(const typename F::Desc* q, const Request& r, bool has, b
       }
       base = wave::readlane64(base, leader);
       s = wave::readlane_int(s, leader);
+      // Write-mode signals (gin/signal_slots.h) get their totals in queue
+      // order: the leader takes the publish turn before the WQEs are
+      // written, and the lanes assign the totals while it is held.
+      const bool slot = member && is_slot_total(r);
+      const bool take_turn = wave::any(slot);
+      if (take_turn && !s) {
+        {
+          wave::Region lead(me == leader);
+          if (lead) s = sq.wait_turn(base, bound);
+        }
+        s = wave::readlane_int(s, leader);
+      }
+      Request w = r;
+      if (take_turn && !s) {
+        const uint64_t t = assign_totals(slot, r.laddr, r.operand0);
+        if (slot) {
+          w.operand0 = t;
+          w.laddr = 0;
+          w.flags = static_cast<uint8_t>(w.flags & ~kReqSlotTotal);
+        }
+      }
       bool my_cqe = false;
       if (!s && member) {
-        my_cqe = sq.wants_cqe(base, total, i, r);
-        if (r.opcode == queue::OP_RDMA_READ) sq.note_read(base + i);
+        my_cqe = sq.wants_cqe(base, total, i, w);
+        if (w.opcode == queue::OP_RDMA_READ) sq.note_read(base + i);
         if (counter_tag) sq.note_counter(base + i, counter_tag);
-        sq.write(base + i, r, my_cqe);
+        sq.write(base + i, w, my_cqe);
         *last = base + i;
       }
       // Every lane's WQE stores before the leader publishes.
@@ -132,7 +154,11 @@ RG_INLINE int post_lane(const typename F::Desc* q, const Request& r, bool has, b
       {
         wave::Region lead(me == leader);
         if (lead && !s) {
-          s = sq.publish(base, total, tail_cqe ? base + total : 0, bound);
+          if (take_turn) {
+            sq.release(total, tail_cqe ? base + total : 0);
+          } else {
+            s = sq.publish(base, total, tail_cqe ? base + total : 0, bound);
+          }
           if (!s && ring_batch) sq.ring();
         }
       }

@@ -5,6 +5,7 @@
 
 #include "rust_gin/abi/gin.h"
 #include "rust_gin/gin/lanes.h"
+#include "rust_gin/gin/signal_slots.h"
 
 namespace rust_gin {
 namespace gin {
@@ -92,6 +93,10 @@ RG_INLINE int check_signal(const Ctx& x, uint32_t peer, const rust_gin_signal& s
   if (s.type == RUST_GIN_SIGNAL_INDEXED) {
     if (s.id >= x.c->n_signals) return invalid(x.err, peer, RUST_GIN_ARG_SIGNAL, s.id, x.c->n_signals);
   } else if (s.type == RUST_GIN_SIGNAL_VA) {
+    // A VA signal needs an atomic into an arbitrary window word: a context
+    // whose signals are slot writes has none to offer (getGinProperties then
+    // says supportsVASignals = 0).
+    if (write_mode(x.c)) return invalid(x.err, peer, RUST_GIN_ARG_VA_SIGNAL_WRITE_MODE, s.offset, 0);
     const int c = check_window(x, peer, s.window, s.offset, 8);
     if (c) return c;
     // The target's own address must be 8-byte aligned, not just the offset:
@@ -107,10 +112,19 @@ RG_INLINE int check_signal(const Ctx& x, uint32_t peer, const rust_gin_signal& s
   return RUST_GIN_OK;
 }
 
-// The fetch-and-add that delivers a checked signal to `peer`. Cheap to
+// The request that delivers a checked signal to `peer`: a fetch-and-add on
+// the peer's signal word, or in write mode (gin/signal_slots.h) the WRITE of
+// this rank's running total into its slot there, valued at publish. Cheap to
 // build again from the descriptors: an operation builds it right before it
 // posts it, not before its data, so that it does not hold registers meanwhile.
 RG_INLINE Request signal_wqe(const Ctx& x, uint32_t peer, const rust_gin_signal& s) {
+  const uint64_t addend = s.op == RUST_GIN_SIGNAL_OP_INC ? 1 : s.value;
+  if (write_mode(x.c)) {
+    // check_signal let only indexed signals through.
+    const rust_gin_peer* p = peer_of(x, peer);
+    const uint64_t total = x.c->signal_totals + 8 * (uint64_t{peer} * x.c->n_signals + s.id);
+    return slot_request(p->signal_raddr + 8 * s.id, p->signal_rkey, total, addend);
+  }
   Request r = {};
   r.opcode = mlx5::OP_ATOMIC_FA;
   r.length = 8;
@@ -124,7 +138,7 @@ RG_INLINE Request signal_wqe(const Ctx& x, uint32_t peer, const rust_gin_signal&
   }
   r.laddr = x.c->sink;  // the old value nobody reads
   r.lkey = x.c->sink_lkey;
-  r.operand0 = s.op == RUST_GIN_SIGNAL_OP_INC ? 1 : s.value;
+  r.operand0 = addend;
   return r;
 }
 
@@ -190,13 +204,16 @@ RG_INLINE int progress_counters(const Ctx& x) {
 RG_INLINE bool reached(uint64_t v, uint64_t least) { return static_cast<int64_t>(v - least) >= 0; }
 
 // With `counter`, each turn polls the queues whose completions advance
-// counters (progress_counters) and fails when one of them failed.
+// counters (progress_counters) and fails when one of them failed. With
+// `fold` (a write-mode signal), each turn folds the signal's slots into the
+// word first (gin/signal_slots.h).
 RG_INLINE int wait_word(const Ctx& x, const uint64_t* w, const uint64_t* offset, uint64_t least, uint8_t what,
-                        uint32_t id, const uint32_t* abort_flag, uint64_t timeout_cycles, bool counter = false) {
+                        uint32_t id, const uint32_t* abort_flag, uint64_t timeout_cycles, bool counter = false,
+                        bool fold = false) {
   Bound bound(x.h->timeout_ns, abort_flag, timeout_cycles);
   return wave::spin([&] {
-    const uint64_t v = atomic_load(w, __ATOMIC_ACQUIRE, Scope::system) -
-                       (offset ? atomic_load(offset, __ATOMIC_RELAXED, Scope::agent) : 0);
+    const uint64_t raw = fold ? fold_signal(x.c, x.h->nranks, id) : atomic_load(w, __ATOMIC_ACQUIRE, Scope::system);
+    const uint64_t v = raw - (offset ? atomic_load(offset, __ATOMIC_RELAXED, Scope::agent) : 0);
     if (reached(v, least)) return static_cast<int>(RUST_GIN_OK);
     if (counter && progress_counters(x)) return static_cast<int>(RUST_GIN_ERR_QP_FAILED);
     const int b = bound.check();
@@ -213,7 +230,7 @@ RG_INLINE int wait_word(const Ctx& x, const uint64_t* w, const uint64_t* offset,
       return b;
     }
     return wave::kSpinAgain;
-  }, counter ? nullptr : w);  // a counter wait also needs other queues' CQEs
+  }, counter || fold ? nullptr : w);  // a counter wait also needs other queues' CQEs; NICs write slots, not w
 }
 
 }  // namespace gin

@@ -187,6 +187,17 @@ class SendQueue {
   // a wave may wait here per queue: lanes spinning here together would wait
   // for each other forever (gin/lanes.h posts accordingly).
   RG_INLINE int publish(uint64_t base, uint32_t n, uint64_t signaled_end, Bound& bound) {
+    const int s = wait_turn(base, bound);
+    if (s) return s;
+    release(n, signaled_end);
+    return RUST_GIN_OK;
+  }
+
+  // The two halves of publish. Between them the caller holds the queue's
+  // publish turn: no later ticket publishes, so work done there happens in
+  // queue order (write-mode signal totals, gin/lanes.h). The same one-waiter
+  // rule holds for wait_turn as for publish.
+  RG_INLINE int wait_turn(uint64_t base, Bound& bound) {
     {
       const int s = wave::spin([&] {
         const uint64_t ready = atomic_load(&st_->ready, __ATOMIC_ACQUIRE, Scope::agent);
@@ -202,11 +213,15 @@ class SendQueue {
       });
       if (s) return s;
     }
+    return RUST_GIN_OK;
+  }
+
+  // Publishes the n WQEs after the caller's turn came (wait_turn).
+  RG_INLINE void release(uint32_t n, uint64_t signaled_end) {
     if (signaled_end) atomic_fetch_max(&st_->last_signaled, signaled_end, __ATOMIC_RELAXED, Scope::agent);
     // Release at agent scope: the ringer's system-scope release that follows
     // its acquire of `ready` carries these WQE stores to the NIC.
     atomic_fetch_add(&st_->ready, static_cast<uint64_t>(n), __ATOMIC_RELEASE, Scope::agent);
-    return RUST_GIN_OK;
   }
 
   // Rings for everything published so far, unless another producer holds the
