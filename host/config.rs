@@ -10,6 +10,10 @@ pub enum ProviderKind {
     Mlx5,
     /// The emulated NIC (tests, benchmarks, bring-up); never chosen silently.
     Emu,
+    /// Broadcom Thor2 through bnxt_re direct verbs (host/provider/bnxt/).
+    Bnxt,
+    /// AMD Pollara through ionic direct verbs (host/provider/ionic/).
+    Ionic,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -126,7 +130,13 @@ impl Config {
             c.provider = match v.to_ascii_lowercase().as_str() {
                 "mlx5" => ProviderKind::Mlx5,
                 "emu" => ProviderKind::Emu,
-                _ => return Err(Error::InvalidArgument(format!("RCCL_RUST_GIN_PROVIDER={v:?}: use mlx5 or emu"))),
+                "bnxt_re" | "bnxt" => ProviderKind::Bnxt,
+                "ionic" => ProviderKind::Ionic,
+                _ => {
+                    return Err(Error::InvalidArgument(format!(
+                        "RCCL_RUST_GIN_PROVIDER={v:?}: use mlx5, bnxt_re, ionic or emu"
+                    )))
+                }
             };
         }
         if let Some(v) = get("RCCL_RUST_GIN_TIMEOUT_MS") {
