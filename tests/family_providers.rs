@@ -819,3 +819,70 @@ fn provider_names_parse() {
     assert_eq!(c("ionic").unwrap().provider, ProviderKind::Ionic);
     assert!(c("efa").is_err());
 }
+
+/// RCCL's GIN path (init, listen, connect, createContext through the v14
+/// vtable, two ranks as threads) over a bnxt_re NIC: createContext fails
+/// with ncclInvalidUsage, naming the NIC and its family, before any WQE
+/// could be posted (gin/ops.h posts mlx5 WQEs only).
+#[test]
+fn the_gin_data_path_refuses_a_bnxt_re_nic() {
+    use rccl_rust_gin::ffi::gin::NcclGinConfig;
+    use rccl_rust_gin::ffi::nccl::{NCCL_NET_HANDLE_MAXSIZE, NCCL_SUCCESS};
+    use std::ffi::c_void;
+    let s = StandIn::bnxt();
+    provider::dv::set_process_dv_platform(Some(s.platform()));
+    // SAFETY: set before any thread of this test reads the environment; the
+    // other tests of this binary never read it (they pass a Config).
+    unsafe {
+        std::env::set_var("NCCL_GIN_TYPE", "8");
+        std::env::set_var("RCCL_RUST_GIN_PROVIDER", "bnxt_re");
+        std::env::set_var("RCCL_RUST_GIN_SOCKET_IFNAME", "lo");
+        std::env::set_var("RCCL_RUST_GIN_TIMEOUT_MS", "20000");
+    }
+    let v = &rccl_rust_gin::gin::vtable::ncclGinRustPlugin_v14;
+    let n = 2;
+    let handles = Mutex::new(vec![[0u8; NCCL_NET_HANDLE_MAXSIZE]; n]);
+    let barrier = std::sync::Barrier::new(n);
+    let results: Vec<i32> = std::thread::scope(|sc| {
+        let ts: Vec<_> = (0..n)
+            .map(|rank| {
+                let (handles, barrier) = (&handles, &barrier);
+                sc.spawn(move || {
+                    // SAFETY: the plugin's entry points with valid pointers,
+                    // in the order RCCL calls them.
+                    unsafe {
+                        let mut ctx = std::ptr::null_mut();
+                        assert_eq!((v.init.unwrap())(&mut ctx, 0x5eed, None), NCCL_SUCCESS, "init over the bnxt_re provider");
+                        let mut h = [0u8; NCCL_NET_HANDLE_MAXSIZE];
+                        let mut listen = std::ptr::null_mut();
+                        assert_eq!((v.listen.unwrap())(ctx, 0, h.as_mut_ptr() as *mut c_void, &mut listen), NCCL_SUCCESS);
+                        handles.lock().unwrap()[rank] = h;
+                        barrier.wait();
+                        let mut all = handles.lock().unwrap().clone();
+                        let mut ptrs: Vec<*mut c_void> = all.iter_mut().map(|h| h.as_mut_ptr() as *mut c_void).collect();
+                        let mut coll = std::ptr::null_mut();
+                        let r = (v.connect.unwrap())(ctx, ptrs.as_mut_ptr(), n as i32, rank as i32, listen, &mut coll);
+                        assert_eq!(r, NCCL_SUCCESS, "connect");
+                        let mut cfg = NcclGinConfig {
+                            n_signals: 4,
+                            n_counters: 2,
+                            n_contexts: 1,
+                            queue_depth: 128,
+                            traffic_class: -1,
+                            backend_version: 0,
+                            rank_stride: 1,
+                        };
+                        let (mut gc, mut dh) = (std::ptr::null_mut(), std::ptr::null_mut());
+                        (v.create_context.unwrap())(coll, &mut cfg, &mut gc, &mut dh)
+                    }
+                })
+            })
+            .collect();
+        ts.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    provider::dv::set_process_dv_platform(None);
+    for r in results {
+        assert_eq!(r, NCCL_INVALID_USAGE, "createContext on a bnxt_re NIC");
+    }
+    assert!(s.qps().is_empty(), "no queue of any kind was created for the GIN path");
+}
