@@ -886,3 +886,92 @@ fn the_gin_data_path_refuses_a_bnxt_re_nic() {
     }
     assert!(s.qps().is_empty(), "no queue of any kind was created for the GIN path");
 }
+
+/// On a node with a Thor2 or a Pollara: the provider over rdma-core (host
+/// memory, the CPU's doorbell mapping), two QPs of the family connected
+/// to each other, and a 4 KiB RDMA WRITE posted through the family's
+/// device policy in the device library's x86-64 build (the code a kernel
+/// runs), polled to completion. Prints what it finds at each step.
+#[test]
+#[ignore = "needs a bnxt_re or ionic NIC: RUST_GIN_HW_TEST=1 cargo test --test family_providers -- --ignored --nocapture"]
+fn hw_loopback_write_through_the_family_policy() {
+    use rccl_rust_gin::abi::{rust_gin_error, rust_gin_mlx5_request, RUST_GIN_REQ_SIGNALED};
+    use rccl_rust_gin::mlx5::wire::opcode;
+    extern "C" {
+        fn rust_gin_bnxt_post(sq: *const rust_gin_nic_sq, reqs: *const rust_gin_mlx5_request, n: u32) -> i32;
+        fn rust_gin_ionic_post(sq: *const rust_gin_nic_sq, reqs: *const rust_gin_mlx5_request, n: u32) -> i32;
+        fn rust_gin_bnxt_poll(sq: *const rust_gin_nic_sq) -> i32;
+        fn rust_gin_ionic_poll(sq: *const rust_gin_nic_sq) -> i32;
+    }
+    assert_eq!(
+        std::env::var("RUST_GIN_HW_TEST").as_deref(),
+        Ok("1"),
+        "this test drives a real Thor2 or Pollara: set RUST_GIN_HW_TEST=1 on a node that has one"
+    );
+    let config = Config::from_env().expect("RCCL_RUST_GIN_* knobs");
+    let platform = provider::dv::process_dv_platform();
+    let devs = platform.devices().expect("RDMA devices");
+    eprintln!("devices: {}", devs.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", "));
+    let family = devs
+        .iter()
+        .filter(|d| config.nic_filter.as_ref().is_none_or(|f| f.split(',').any(|w| w.trim() == d.name)))
+        .find_map(|d| Family::of(d).filter(|f| *f != Family::Mlx5))
+        .expect("a bnxt_re or ionic device (RCCL_RUST_GIN_NIC chooses one)");
+    let p = DvProvider::probe_on(platform, family, &config).expect("probe");
+    let nic = p.open_mode(0, MemoryMode::Host).expect("open in host mode");
+    eprintln!("{} {:?}\ncapabilities: {}", family.name(), nic.info(), nic.capabilities());
+    let me = nic.address();
+    let a = nic.create_family_qp(6, 0, false).expect("QP a");
+    let b = nic.create_family_qp(6, 0, false).expect("QP b");
+    a.connect(&me, b.qpn()).expect("connect a -> b");
+    b.connect(&me, a.qpn()).expect("connect b -> a");
+
+    let alloc = nic.allocator();
+    let src = alloc.alloc(4096, 4096, Object::WindowData).unwrap();
+    let dst = alloc.alloc(4096, 4096, Object::WindowData).unwrap();
+    let err = alloc.alloc(std::mem::size_of::<rust_gin_error>(), 64, Object::ErrorRecord).unwrap();
+    err.write(0, &vec![0u8; err.len()]);
+    let pattern: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 3) as u8).collect();
+    src.write(0, &pattern);
+    // SAFETY: both buffers outlive the regions (declared before them).
+    let (ms, md) = unsafe {
+        (
+            nic.reg_mr(src.dev_addr(), 4096, Access::all()).expect("reg src"),
+            nic.reg_mr(dst.dev_addr(), 4096, Access::all()).expect("reg dst"),
+        )
+    };
+    let d = a.descriptor(1, err.dev_addr(), 5_000_000_000);
+    eprintln!("descriptor: {d:?}");
+    let req = rust_gin_mlx5_request {
+        opcode: opcode::RDMA_WRITE,
+        flags: RUST_GIN_REQ_SIGNALED as u8,
+        length: 4096,
+        lkey: ms.lkey(),
+        rkey: md.rkey(),
+        laddr: src.dev_addr(),
+        raddr: dst.dev_addr(),
+        ..Default::default()
+    };
+    let (post, poll): (unsafe extern "C" fn(_, _, _) -> i32, unsafe extern "C" fn(_) -> i32) = match family {
+        Family::Bnxt => (rust_gin_bnxt_post, rust_gin_bnxt_poll),
+        _ => (rust_gin_ionic_post, rust_gin_ionic_poll),
+    };
+    // SAFETY: a descriptor of a live queue in host memory, one request.
+    let r = unsafe { post(&d, &req, 1) };
+    assert_eq!(r, 0, "post WRITE");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let mut got = vec![0u8; 4096];
+    loop {
+        // SAFETY: as above.
+        let r = unsafe { poll(&d) };
+        dst.read(0, &mut got);
+        if got == pattern || r != 0 {
+            assert_eq!(r, 0, "poll: an error completion (the error record: {:?})", err.read_pod::<rust_gin_error>(0));
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the WRITE did not land within 5 s (no CQE, no data)");
+        std::thread::yield_now();
+    }
+    assert_eq!(got, pattern, "WRITE landed");
+    eprintln!("WRITE landed; error record {:?}", err.read_pod::<rust_gin_error>(0));
+}

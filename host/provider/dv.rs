@@ -573,6 +573,11 @@ impl NicQp {
         let state = alloc
             .alloc(std::mem::size_of::<crate::abi::rust_gin_mlx5_sq_state>(), 128, Object::QueueState)
             .map_err(|e| Error::System(format!("{}: queue state: {e}", ctx.name)))?;
+        // The producer and consumer counters start at zero (device memory
+        // is not zeroed by HIP).
+        state
+            .try_write(0, &vec![0u8; state.len()])
+            .map_err(|e| Error::System(format!("{}: zeroing the queue state: {e}", ctx.name)))?;
         Ok(NicQp { parts, state, _rings: rings, ctx: ctx.clone(), host_port, traffic_class, connected: AtomicBool::new(false) })
     }
 
