@@ -359,7 +359,7 @@ impl DvPlatform for StandIn {
         self.step("bnxt_re_dv_create_cq", format!("umem {umem:?} offset {offset} ncqe {ncqe}"))?;
         let b = self.st().user_bufs.get(&umem.0).cloned().ok_or_else(einval)?;
         // bnxt_re_dv_is_valid_buf (dv.c:143-149), size = ncqe * 32 (dv.c:170).
-        if offset % PAGE as u64 != 0 || offset + ncqe as u64 * 32 > b.size as u64 || !self.is_live(umem, Kind::UserBuf) {
+        if !offset.is_multiple_of(PAGE as u64) || offset + ncqe as u64 * 32 > b.size as u64 || !self.is_live(umem, Kind::UserBuf) {
             return Err(einval());
         }
         let h = self.make(Kind::Cq);
@@ -378,7 +378,7 @@ impl DvPlatform for StandIn {
         self.step("bnxt_re_dv_create_qp", format!("{a:?}"))?;
         let bufs = self.st().user_bufs.clone();
         let valid = |h: Handle, off: u64, len: u32| {
-            bufs.get(&h.0).is_some_and(|b| off % PAGE as u64 == 0 && off + len as u64 <= b.size as u64)
+            bufs.get(&h.0).is_some_and(|b| off.is_multiple_of(PAGE as u64) && off + len as u64 <= b.size as u64)
                 && self.is_live(h, Kind::UserBuf)
         };
         // dv.c:332-333 and :349-350; the SQ holds slots and MSN table.

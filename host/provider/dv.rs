@@ -530,8 +530,9 @@ pub(crate) struct QpParts {
     /// The QP number a peer connects to (ibv_qp.qp_num).
     pub qp_num: u32,
     /// The SQ's id as its doorbell names it.
-    pub qpn: u32,
-    pub cqn: u32,
+    pub sq_qid: u32,
+    /// The CQ's id as its doorbell names it.
+    pub cq_qid: u32,
     pub wqe_buf: u64,
     pub log_wqe_cnt: u32,
     pub cq_buf: u64,
@@ -653,9 +654,9 @@ impl NicQp {
             cq_db: p.cq_db,
             state: self.state.dev_addr(),
             error,
-            qpn: p.qpn,
+            qpn: p.sq_qid,
             log_wqe_cnt: p.log_wqe_cnt,
-            cqn: p.cqn,
+            cqn: p.cq_qid,
             log_cq_cnt: p.log_cq_cnt,
             peer,
             log_signal_period: p.log_wqe_cnt.saturating_sub(2),

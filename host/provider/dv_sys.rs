@@ -81,8 +81,10 @@ const LIBBNXT_RE: &str = "libbnxt_re.so.1";
 const LIBIONIC: &str = "libionic.so.1";
 
 /// The parent domains' allocators, by domain: their `pd_context`.
-fn domains() -> &'static Mutex<HashMap<usize, Box<Arc<dyn DomainMemory>>>> {
-    static D: OnceLock<Mutex<HashMap<usize, Box<Arc<dyn DomainMemory>>>>> = OnceLock::new();
+type Domains = Mutex<HashMap<usize, Box<Arc<dyn DomainMemory>>>>;
+
+fn domains() -> &'static Domains {
+    static D: OnceLock<Domains> = OnceLock::new();
     D.get_or_init(|| Mutex::new(HashMap::new()))
 }
 

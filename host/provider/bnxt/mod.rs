@@ -189,8 +189,8 @@ impl FamilyOps for BnxtOps {
             doorbell: self.db.clone(),
             qp_num: qpn,
             // rdma-core rings the SQ with the QP's id (db.c, bnxt_re_ring_sq_db).
-            qpn,
-            cqn,
+            sq_qid: qpn,
+            cq_qid: cqn,
             wqe_buf: sq_ring.dev_addr(),
             log_wqe_cnt: l.wqes.trailing_zeros(),
             cq_buf: cq_ring.dev_addr(),
