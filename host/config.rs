@@ -81,7 +81,7 @@ impl Default for Config {
 /// Every knob with its default and meaning (docs/configuration.md is checked
 /// against this list by tests/config_docs.rs).
 pub const KNOBS: &[(&str, &str, &str)] = &[
-    ("RCCL_RUST_GIN_PROVIDER", "mlx5", "mlx5 (ConnectX via verbs + DevX) or emu (the emulated NIC)"),
+    ("RCCL_RUST_GIN_PROVIDER", "mlx5", "mlx5 (ConnectX via verbs + DevX; without a usable ConnectX, the family of the NICs found: bnxt_re or ionic), bnxt_re (Broadcom Thor2), ionic (AMD Pollara) or emu (the emulated NIC)"),
     ("RCCL_RUST_GIN_TIMEOUT_MS", "60000", "bound on every device-side wait (queue credit, flush, signal, counter)"),
     ("RCCL_RUST_GIN_QUEUE_DEPTH", "512", "send-queue depth in WQEs when RCCL's config leaves queueDepth at 0"),
     ("RCCL_RUST_GIN_QUEUE_PLACEMENT", "host", "host (pinned host memory, as rocSHMEM) or device (GPU memory) for queue rings and doorbell records"),
