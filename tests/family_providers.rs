@@ -975,3 +975,126 @@ fn hw_loopback_write_through_the_family_policy() {
     assert_eq!(got, pattern, "WRITE landed");
     eprintln!("WRITE landed; error record {:?}", err.read_pod::<rust_gin_error>(0));
 }
+
+/// The hand-written FFI structs (bnxt/ffi.rs, ionic/ffi.rs) against a C
+/// compiler's layout of the same declarations, re-stated from the headers
+/// they cite (rdma-core PR 1654 bnxt_re_dv.h:47-84, PR 1771 ionic_dv.h:
+/// 174-202, MORI's vendored Broadcom bnxt_re_dv.h for bnxt_re_dv_cq/_obj),
+/// with the types verbs.h gives them (enum ibv_qp_type, pointers, bool).
+const FFI_LAYOUT_C: &str = r#"
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <infiniband/verbs.h>
+struct ibv_buf;
+struct bnxt_re_dv_db_region_attr { uint32_t handle; uint32_t dpi; uint64_t umdbr; uint64_t *dbr; };
+struct bnxt_re_dv_cq_init_attr { struct ibv_buf *umem_handle; uint64_t umem_offset; uint32_t ncqe; };
+struct bnxt_re_dv_qp_init_attr {
+	enum ibv_qp_type qp_type; uint32_t max_send_wr; uint32_t max_recv_wr; uint32_t max_send_sge;
+	uint32_t max_recv_sge; uint32_t max_inline_data; struct ibv_cq *send_cq; struct ibv_cq *recv_cq;
+	struct ibv_srq *srq; uint64_t qp_handle; void *dbr_handle; struct ibv_buf *sq_umem_handle;
+	uint64_t sq_umem_offset; uint32_t sq_len; uint32_t sq_slots; struct ibv_buf *rq_umem_handle;
+	uint64_t rq_umem_offset; uint32_t sq_npsn; uint32_t rq_len; uint64_t comp_mask; };
+struct bnxt_re_dv_cq { uint32_t cqn; uint32_t cqe_size; uint64_t comp_mask; };
+struct bnxt_re_dv_obj {
+	struct { struct ibv_qp *in; void *out; } qp; struct { struct ibv_cq *in; struct bnxt_re_dv_cq *out; } cq;
+	struct { struct ibv_srq *in; void *out; } srq; struct { struct ibv_ah *in; void *out; } ah;
+	struct { struct ibv_pd *in; void *out; } pd; };
+struct ionic_dv_ctx { void *db_page; uint64_t *db_ptr; uint8_t sq_qtype; uint8_t rq_qtype; uint8_t cq_qtype; };
+struct ionic_dv_queue { void *ptr; size_t size; uint64_t db_val; uint16_t mask; uint8_t depth_log2; uint8_t stride_log2; };
+struct ionic_dv_cq { struct ionic_dv_queue q; };
+struct ionic_dv_qp { struct ionic_dv_queue rq; struct ionic_dv_queue sq; };
+#define S(t) printf("sizeof(%s) %zu\n", #t, sizeof(struct t));
+#define O(t, f) printf("%s.%s %zu\n", #t, #f, offsetof(struct t, f));
+int main(void) {
+	S(bnxt_re_dv_db_region_attr) O(bnxt_re_dv_db_region_attr, dpi) O(bnxt_re_dv_db_region_attr, umdbr) O(bnxt_re_dv_db_region_attr, dbr)
+	S(bnxt_re_dv_cq_init_attr) O(bnxt_re_dv_cq_init_attr, umem_offset) O(bnxt_re_dv_cq_init_attr, ncqe)
+	S(bnxt_re_dv_qp_init_attr) O(bnxt_re_dv_qp_init_attr, max_inline_data) O(bnxt_re_dv_qp_init_attr, send_cq)
+	O(bnxt_re_dv_qp_init_attr, srq) O(bnxt_re_dv_qp_init_attr, qp_handle) O(bnxt_re_dv_qp_init_attr, sq_umem_handle)
+	O(bnxt_re_dv_qp_init_attr, sq_len) O(bnxt_re_dv_qp_init_attr, sq_slots) O(bnxt_re_dv_qp_init_attr, rq_umem_handle)
+	O(bnxt_re_dv_qp_init_attr, rq_umem_offset) O(bnxt_re_dv_qp_init_attr, sq_npsn) O(bnxt_re_dv_qp_init_attr, rq_len)
+	O(bnxt_re_dv_qp_init_attr, comp_mask)
+	S(bnxt_re_dv_cq) O(bnxt_re_dv_cq, comp_mask)
+	S(bnxt_re_dv_obj) O(bnxt_re_dv_obj, cq.in) O(bnxt_re_dv_obj, cq.out) O(bnxt_re_dv_obj, pd)
+	S(ionic_dv_ctx) O(ionic_dv_ctx, db_ptr) O(ionic_dv_ctx, sq_qtype) O(ionic_dv_ctx, rq_qtype) O(ionic_dv_ctx, cq_qtype)
+	S(ionic_dv_queue) O(ionic_dv_queue, size) O(ionic_dv_queue, db_val) O(ionic_dv_queue, mask)
+	O(ionic_dv_queue, depth_log2) O(ionic_dv_queue, stride_log2)
+	S(ionic_dv_cq) S(ionic_dv_qp) O(ionic_dv_qp, sq)
+	return 0;
+}
+"#;
+
+#[test]
+fn ffi_structs_have_the_c_layout_of_the_cited_headers() {
+    use rccl_rust_gin::provider::bnxt::ffi as b;
+    use rccl_rust_gin::provider::ionic::ffi as i;
+    use std::mem::{offset_of, size_of};
+    let dir = std::env::temp_dir().join(format!("rust-gin-dv-layout-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (src, exe) = (dir.join("layout.c"), dir.join("layout"));
+    std::fs::write(&src, FFI_LAYOUT_C).unwrap();
+    let st = std::process::Command::new("cc").arg("-o").arg(&exe).arg(&src).status().expect("a C compiler (cc)");
+    assert!(st.success(), "compiling the layout table against infiniband/verbs.h");
+    let out = std::process::Command::new(&exe).output().expect("running the layout table");
+    std::fs::remove_dir_all(&dir).ok();
+    let c: HashMap<String, usize> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let (k, v) = l.rsplit_once(' ').unwrap();
+            (k.to_string(), v.parse().unwrap())
+        })
+        .collect();
+    let rust: &[(&str, usize)] = &[
+        ("sizeof(bnxt_re_dv_db_region_attr)", size_of::<b::bnxt_re_dv_db_region_attr>()),
+        ("bnxt_re_dv_db_region_attr.dpi", offset_of!(b::bnxt_re_dv_db_region_attr, dpi)),
+        ("bnxt_re_dv_db_region_attr.umdbr", offset_of!(b::bnxt_re_dv_db_region_attr, umdbr)),
+        ("bnxt_re_dv_db_region_attr.dbr", offset_of!(b::bnxt_re_dv_db_region_attr, dbr)),
+        ("sizeof(bnxt_re_dv_cq_init_attr)", size_of::<b::bnxt_re_dv_cq_init_attr>()),
+        ("bnxt_re_dv_cq_init_attr.umem_offset", offset_of!(b::bnxt_re_dv_cq_init_attr, umem_offset)),
+        ("bnxt_re_dv_cq_init_attr.ncqe", offset_of!(b::bnxt_re_dv_cq_init_attr, ncqe)),
+        ("sizeof(bnxt_re_dv_qp_init_attr)", size_of::<b::bnxt_re_dv_qp_init_attr>()),
+        ("bnxt_re_dv_qp_init_attr.max_inline_data", offset_of!(b::bnxt_re_dv_qp_init_attr, max_inline_data)),
+        ("bnxt_re_dv_qp_init_attr.send_cq", offset_of!(b::bnxt_re_dv_qp_init_attr, send_cq)),
+        ("bnxt_re_dv_qp_init_attr.srq", offset_of!(b::bnxt_re_dv_qp_init_attr, srq)),
+        ("bnxt_re_dv_qp_init_attr.qp_handle", offset_of!(b::bnxt_re_dv_qp_init_attr, qp_handle)),
+        ("bnxt_re_dv_qp_init_attr.sq_umem_handle", offset_of!(b::bnxt_re_dv_qp_init_attr, sq_umem_handle)),
+        ("bnxt_re_dv_qp_init_attr.sq_len", offset_of!(b::bnxt_re_dv_qp_init_attr, sq_len)),
+        ("bnxt_re_dv_qp_init_attr.sq_slots", offset_of!(b::bnxt_re_dv_qp_init_attr, sq_slots)),
+        ("bnxt_re_dv_qp_init_attr.rq_umem_handle", offset_of!(b::bnxt_re_dv_qp_init_attr, rq_umem_handle)),
+        ("bnxt_re_dv_qp_init_attr.rq_umem_offset", offset_of!(b::bnxt_re_dv_qp_init_attr, rq_umem_offset)),
+        ("bnxt_re_dv_qp_init_attr.sq_npsn", offset_of!(b::bnxt_re_dv_qp_init_attr, sq_npsn)),
+        ("bnxt_re_dv_qp_init_attr.rq_len", offset_of!(b::bnxt_re_dv_qp_init_attr, rq_len)),
+        ("bnxt_re_dv_qp_init_attr.comp_mask", offset_of!(b::bnxt_re_dv_qp_init_attr, comp_mask)),
+        ("sizeof(bnxt_re_dv_cq)", size_of::<b::bnxt_re_dv_cq>()),
+        ("bnxt_re_dv_cq.comp_mask", offset_of!(b::bnxt_re_dv_cq, comp_mask)),
+        ("sizeof(bnxt_re_dv_obj)", size_of::<b::bnxt_re_dv_obj>()),
+        ("bnxt_re_dv_obj.cq.in", offset_of!(b::bnxt_re_dv_obj, cq_in)),
+        ("bnxt_re_dv_obj.cq.out", offset_of!(b::bnxt_re_dv_obj, cq_out)),
+        ("bnxt_re_dv_obj.pd", offset_of!(b::bnxt_re_dv_obj, pd)),
+        ("sizeof(ionic_dv_ctx)", size_of::<i::ionic_dv_ctx>()),
+        ("ionic_dv_ctx.db_ptr", offset_of!(i::ionic_dv_ctx, db_ptr)),
+        ("ionic_dv_ctx.sq_qtype", offset_of!(i::ionic_dv_ctx, sq_qtype)),
+        ("ionic_dv_ctx.rq_qtype", offset_of!(i::ionic_dv_ctx, rq_qtype)),
+        ("ionic_dv_ctx.cq_qtype", offset_of!(i::ionic_dv_ctx, cq_qtype)),
+        ("sizeof(ionic_dv_queue)", size_of::<i::ionic_dv_queue>()),
+        ("ionic_dv_queue.size", offset_of!(i::ionic_dv_queue, size)),
+        ("ionic_dv_queue.db_val", offset_of!(i::ionic_dv_queue, db_val)),
+        ("ionic_dv_queue.mask", offset_of!(i::ionic_dv_queue, mask)),
+        ("ionic_dv_queue.depth_log2", offset_of!(i::ionic_dv_queue, depth_log2)),
+        ("ionic_dv_queue.stride_log2", offset_of!(i::ionic_dv_queue, stride_log2)),
+        ("sizeof(ionic_dv_cq)", size_of::<i::ionic_dv_cq>()),
+        ("sizeof(ionic_dv_qp)", size_of::<i::ionic_dv_qp>()),
+        ("ionic_dv_qp.sq", offset_of!(i::ionic_dv_qp, sq)),
+    ];
+    let mut bad = Vec::new();
+    for (k, v) in rust {
+        match c.get(*k) {
+            Some(cv) if cv == v => {}
+            other => bad.push(format!("{k}: Rust {v}, C {other:?}")),
+        }
+    }
+    assert_eq!(c.len(), rust.len(), "every fact the C table prints is compared: {c:?}");
+    assert!(bad.is_empty(), "layouts differ: {bad:#?}");
+}
