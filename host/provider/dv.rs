@@ -684,6 +684,7 @@ pub struct DvProvider {
     names: Vec<String>,
     config: Config,
     mode: MemoryMode,
+    infos: Mutex<Vec<Option<NicInfo>>>,
 }
 
 impl DvProvider {
@@ -706,7 +707,8 @@ impl DvProvider {
                 config.nic_filter.as_ref().map(|f| format!(" matching RCCL_RUST_GIN_NIC={f}")).unwrap_or_default()
             )));
         }
-        Ok(DvProvider { platform, family, names, config: config.clone(), mode: MemoryMode::Gpu })
+        let infos = Mutex::new(vec![None; names.len()]);
+        Ok(DvProvider { platform, family, names, config: config.clone(), mode: MemoryMode::Gpu, infos })
     }
 
     pub fn for_mode(mut self, mode: MemoryMode) -> DvProvider {
@@ -766,7 +768,13 @@ impl Provider for DvProvider {
     }
     fn info(&self, dev: usize) -> Result<NicInfo> {
         super::check_dev(dev, self.names.len())?;
-        Ok(DvContext::open(&self.platform, self.family, &self.names[dev], &self.config)?.info())
+        let mut infos = self.infos.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = &infos[dev] {
+            return Ok(i.clone());
+        }
+        let info = DvContext::open(&self.platform, self.family, &self.names[dev], &self.config)?.info();
+        infos[dev] = Some(info.clone());
+        Ok(info)
     }
     fn open(&self, dev: usize) -> Result<Arc<dyn Nic>> {
         Ok(self.open_mode(dev, self.mode)?)
