@@ -31,6 +31,7 @@ pub mod ffi;
 use super::dv::{nic_addr, DoorbellPage, DvContext, DvNic, FamilyOps, Memory, NicQp, Obj, ObjKind, QpParts, PAGE};
 use crate::bnxt::wire;
 use crate::error::{Error, Result};
+use crate::gpu::hip::DmaBufRange;
 use crate::gpu::{GpuBuf, Object, Placement, RingHome};
 use crate::mlx5::queue::{MAX_LOG_DEPTH, MIN_LOG_DEPTH};
 use std::sync::Arc;
@@ -91,8 +92,11 @@ impl BnxtOps {
     }
 }
 
-/// A ring's memory described to the NIC: the buffer and its `ibv_buf`.
-fn user_buf(ctx: &DvContext, memory: &Memory, b: &GpuBuf, what: &str) -> Result<Obj> {
+/// A ring's memory described to the NIC: its `ibv_buf`, and the dma-buf
+/// it names, if any. libibverbs only records the fd (`ibv_buf_init_dmabuf`,
+/// verbs.c at e2fcb50d); the kernel imports it when the CQ or QP is created,
+/// so the caller keeps it open until then.
+fn user_buf(ctx: &DvContext, memory: &Memory, b: &GpuBuf, what: &str) -> Result<(Obj, Option<DmaBufRange>)> {
     let p = &ctx.platform;
     // Device memory goes as a dma-buf when HIP exports one starting at the
     // buffer (ibv_alloc_user_buf has no offset); else by address (peer memory).
@@ -105,8 +109,8 @@ fn user_buf(ctx: &DvContext, memory: &Memory, b: &GpuBuf, what: &str) -> Result<
     use std::os::fd::AsRawFd;
     let fd = dmabuf.as_ref().map(|d| d.fd.as_raw_fd()).unwrap_or(-1);
     // SAFETY: the buffer outlives the ibv_buf (NicQp drops the objects
-    // before the rings); the fd stays open during the call, and the kernel
-    // takes its own reference when the ring is imported.
+    // before the rings); the caller keeps the fd open until the CQ or QP
+    // that imports it exists.
     let h = unsafe { p.bnxt_alloc_user_buf(ctx.pd.handle(), nic_addr(b), b.len(), fd) }.map_err(|e| {
         Error::System(format!(
             "{}: ibv_alloc_user_buf for the {what} ({} bytes at {:#x}, {}): {e}",
@@ -116,7 +120,7 @@ fn user_buf(ctx: &DvContext, memory: &Memory, b: &GpuBuf, what: &str) -> Result<
             if fd >= 0 { "dma-buf" } else { "by address" }
         ))
     })?;
-    Ok(Obj::new(p, h, ObjKind::UserBuf))
+    Ok((Obj::new(p, h, ObjKind::UserBuf), dmabuf))
 }
 
 impl FamilyOps for BnxtOps {
@@ -137,9 +141,9 @@ impl FamilyOps for BnxtOps {
         for b in [&cq_ring, &sq_ring, &rq_ring] {
             b.try_write(0, &vec![0u8; b.len()]).map_err(|e| Error::System(format!("{name}: zeroing a ring: {e}")))?;
         }
-        let cq_buf = user_buf(ctx, nic.memory(), &cq_ring, "CQ ring")?;
-        let sq_buf = user_buf(ctx, nic.memory(), &sq_ring, "send ring")?;
-        let rq_buf = user_buf(ctx, nic.memory(), &rq_ring, "receive ring")?;
+        let (cq_buf, cq_fd) = user_buf(ctx, nic.memory(), &cq_ring, "CQ ring")?;
+        let (sq_buf, sq_fd) = user_buf(ctx, nic.memory(), &sq_ring, "send ring")?;
+        let (rq_buf, rq_fd) = user_buf(ctx, nic.memory(), &rq_ring, "receive ring")?;
         let cq = Obj::new(
             p,
             p.bnxt_create_cq(ctx.ctx.handle(), cq_buf.handle(), 0, l.ncqe)
@@ -171,6 +175,8 @@ impl FamilyOps for BnxtOps {
             .bnxt_create_qp(ctx.pd.handle(), cq.handle(), &attr)
             .map_err(|e| Error::System(format!("{name}: bnxt_re_dv_create_qp ({} WQEs, {} slots): {e}", l.wqes, l.sq_slots)))?;
         let qp = Obj::new(p, qp, ObjKind::Qp);
+        // Imported by now (the kernel holds its own references).
+        drop((cq_fd, sq_fd, rq_fd));
         let db = self.db.dev(self.db_cpu);
         crate::info_line!(
             NET,
