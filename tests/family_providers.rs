@@ -113,6 +113,8 @@ struct StandIn {
     pages: Arc<Vec<Box<[u64; 512]>>>,
     /// bnxt_re_dv_init_obj exists (Broadcom's libbnxt_re) or not (rdma-core).
     cq_id_query: bool,
+    /// HIP exports GPU memory as dma-bufs (each a descriptor of /dev/null).
+    dmabuf: bool,
 }
 
 impl StandIn {
@@ -123,6 +125,7 @@ impl StandIn {
             atomic_cap: 0,
             pages: Arc::new((0..3).map(|_| Box::new([0u64; 512])).collect()),
             cq_id_query: true,
+            dmabuf: false,
         }
     }
     fn bnxt() -> StandIn {
@@ -205,6 +208,16 @@ impl StandIn {
     fn gpu_doorbell_rings(&self, qp_num: u32) -> bool {
         self.qps().iter().any(|q| q.num == qp_num && q.state == 3 && (q.bnxt.is_some() || q.gda_send))
     }
+}
+
+/// The kernel imports a user buffer's dma-buf when the CQ or QP is
+/// created (libibverbs only records the fd): it must still be open.
+fn fd_open(fd: i32) -> io::Result<()> {
+    // SAFETY: F_GETFD on any number only reads the descriptor table.
+    if fd >= 0 && unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
+        return Err(io::Error::from_raw_os_error(libc::EBADF));
+    }
+    Ok(())
 }
 
 fn einval() -> io::Error {
@@ -336,7 +349,11 @@ impl DvPlatform for StandIn {
         Ok(Arc::new(StandInGpu(self.clone())))
     }
     fn export_dmabuf(&self, _addr: u64, _len: u64) -> std::result::Result<rccl_rust_gin::gpu::hip::DmaBufRange, String> {
-        Err("the stand-in exports no dma-bufs".into())
+        if !self.dmabuf {
+            return Err("the stand-in exports no dma-bufs".into());
+        }
+        let f = std::fs::File::open("/dev/null").map_err(|e| e.to_string())?;
+        Ok(rccl_rust_gin::gpu::hip::DmaBufRange { fd: f.into(), offset: 0 })
     }
 
     unsafe fn bnxt_alloc_user_buf(&self, pd: Handle, addr: u64, size: usize, fd: i32) -> io::Result<Handle> {
@@ -358,6 +375,7 @@ impl DvPlatform for StandIn {
     fn bnxt_create_cq(&self, _ctx: Handle, umem: Handle, offset: u64, ncqe: u32) -> io::Result<Handle> {
         self.step("bnxt_re_dv_create_cq", format!("umem {umem:?} offset {offset} ncqe {ncqe}"))?;
         let b = self.st().user_bufs.get(&umem.0).cloned().ok_or_else(einval)?;
+        fd_open(b.fd)?;
         // bnxt_re_dv_is_valid_buf (dv.c:143-149), size = ncqe * 32 (dv.c:170).
         if !offset.is_multiple_of(PAGE as u64) || offset + ncqe as u64 * 32 > b.size as u64 || !self.is_live(umem, Kind::UserBuf) {
             return Err(einval());
@@ -377,6 +395,9 @@ impl DvPlatform for StandIn {
     fn bnxt_create_qp(&self, pd: Handle, cq: Handle, a: &BnxtQpInit) -> io::Result<(Handle, u32)> {
         self.step("bnxt_re_dv_create_qp", format!("{a:?}"))?;
         let bufs = self.st().user_bufs.clone();
+        for h in [a.sq_umem, a.rq_umem] {
+            fd_open(bufs.get(&h.0).map(|b| b.fd).unwrap_or(-1))?;
+        }
         let valid = |h: Handle, off: u64, len: u32| {
             bufs.get(&h.0).is_some_and(|b| off.is_multiple_of(PAGE as u64) && off + len as u64 <= b.size as u64)
                 && self.is_live(h, Kind::UserBuf)
@@ -690,6 +711,23 @@ fn bnxt_re_user_buffers_are_the_rings_the_descriptor_names() {
     drop(q);
     drop(nic);
     s.assert_clean("host mode");
+}
+
+#[test]
+fn bnxt_re_device_memory_rings_go_as_dma_bufs_kept_open_until_imported() {
+    let mut s = StandIn::bnxt();
+    s.dmabuf = true;
+    let p = DvProvider::probe_on(s.platform(), Family::Bnxt, &Config::default()).unwrap();
+    let nic = p.open_mode(0, MemoryMode::Gpu).unwrap();
+    let q = nic.create_family_qp(6, 0, true).expect("rings in device memory, described by dma-buf");
+    let bufs: Vec<UserBuf> = s.st().user_bufs.values().cloned().collect();
+    assert_eq!(bufs.len(), 3);
+    assert!(bufs.iter().all(|b| b.fd >= 0), "device memory goes as a dma-buf: {bufs:?}");
+    let rings: Vec<String> = s.calls().into_iter().filter(|c| c.name == "hipHostMalloc").map(|c| c.detail).collect();
+    assert!(rings.iter().any(|d| d.starts_with("SendRing(Device)")) && rings.iter().any(|d| d.starts_with("CompletionRing(Device)")));
+    drop(q);
+    drop(nic);
+    s.assert_clean("device-memory rings");
 }
 
 #[test]
