@@ -672,8 +672,10 @@ impl NicQp {
 }
 
 /// What a family contributes to a [`DvNic`].
+/// (Each family's per-NIC state, made when the NIC opens: bnxt_re's
+/// doorbell page, ionic's parent domain and doorbell page.)
 pub(crate) trait FamilyOps: Send + Sync {
-    /// Per-NIC setup once the device is open (doorbell page, parent domain).
+    /// A queue pair of the family with its CQ, rings and doorbells.
     fn create_qp(&self, nic: &DvNic, log_depth: u32, traffic_class: u8, rings_in_device_memory: bool) -> Result<NicQp>;
 }
 
@@ -820,7 +822,8 @@ impl DvNic {
             },
             max_inline: match self.ctx.family {
                 Family::Bnxt => crate::bnxt::wire::MAX_INLINE,
-                _ => super::ionic::MAX_INLINE,
+                Family::Ionic => super::ionic::MAX_INLINE,
+                Family::Mlx5 => crate::device::MAX_INLINE,
             },
         }
     }
