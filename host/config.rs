@@ -10,6 +10,10 @@ pub enum ProviderKind {
     Mlx5,
     /// The emulated NIC (tests, benchmarks, bring-up); never chosen silently.
     Emu,
+    /// Broadcom Thor2 through bnxt_re direct verbs (host/provider/bnxt/).
+    Bnxt,
+    /// AMD Pollara through ionic direct verbs (host/provider/ionic/).
+    Ionic,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -89,7 +93,7 @@ impl Default for Config {
 /// Every knob with its default and meaning (docs/configuration.md is checked
 /// against this list by tests/config_docs.rs).
 pub const KNOBS: &[(&str, &str, &str)] = &[
-    ("RCCL_RUST_GIN_PROVIDER", "mlx5", "mlx5 (ConnectX via verbs + DevX) or emu (the emulated NIC)"),
+    ("RCCL_RUST_GIN_PROVIDER", "mlx5", "mlx5 (ConnectX via verbs + DevX; without a usable ConnectX, the family of the NICs found: bnxt_re or ionic), bnxt_re (Broadcom Thor2), ionic (AMD Pollara) or emu (the emulated NIC)"),
     ("RCCL_RUST_GIN_TIMEOUT_MS", "60000", "bound on every device-side wait (queue credit, flush, signal, counter)"),
     ("RCCL_RUST_GIN_QUEUE_DEPTH", "512", "send-queue depth in WQEs when RCCL's config leaves queueDepth at 0"),
     ("RCCL_RUST_GIN_QUEUE_PLACEMENT", "host", "host (pinned host memory, as rocSHMEM) or device (GPU memory) for queue rings and doorbell records"),
@@ -139,7 +143,13 @@ impl Config {
             c.provider = match v.to_ascii_lowercase().as_str() {
                 "mlx5" => ProviderKind::Mlx5,
                 "emu" => ProviderKind::Emu,
-                _ => return Err(Error::InvalidArgument(format!("RCCL_RUST_GIN_PROVIDER={v:?}: use mlx5 or emu"))),
+                "bnxt_re" | "bnxt" => ProviderKind::Bnxt,
+                "ionic" => ProviderKind::Ionic,
+                _ => {
+                    return Err(Error::InvalidArgument(format!(
+                        "RCCL_RUST_GIN_PROVIDER={v:?}: use mlx5, bnxt_re, ionic or emu"
+                    )))
+                }
             };
         }
         if let Some(v) = get("RCCL_RUST_GIN_TIMEOUT_MS") {

@@ -2,14 +2,19 @@
 //! see a [`Provider`] (the NICs a process can use) and, per listening rank, a
 //! [`Nic`] that creates queue pairs and registers memory. Providers:
 //! - `mlx5`: ConnectX through verbs and mlx5 DevX (host/provider/mlx5/);
-//! - `emu`: the emulated NIC (host/provider/emu.rs), only by explicit choice.
-//! bnxt_re and ionic can follow as further implementations of these traits.
+//! - `emu`: the emulated NIC (host/provider/emu.rs), only by explicit choice;
+//! - `bnxt` (Broadcom Thor2) and `ionic` (AMD Pollara) through their direct
+//!   verbs (host/provider/dv.rs, bnxt/, ionic/), chosen by the NIC's vendor.
 
 mod access;
+pub mod bnxt;
 pub mod caps;
 pub mod counters;
+pub mod dv;
+mod dv_sys;
 #[cfg(feature = "emu")]
 pub mod emu;
+pub mod ionic;
 pub mod mlx5;
 
 pub use access::Access;
@@ -208,8 +213,44 @@ pub fn select_for(config: &Config, mode: MemoryMode) -> Result<Arc<dyn Provider>
             "RCCL_RUST_GIN_PROVIDER=emu, but this library was built without the emulated NIC (cargo feature `emu`)"
                 .into(),
         )),
-        ProviderKind::Mlx5 => Ok(Arc::new(mlx5::Mlx5Provider::probe(config)?.for_mode(mode))),
+        // The hardware default: ConnectX, else the family of the NICs found.
+        ProviderKind::Mlx5 => match mlx5::Mlx5Provider::probe(config) {
+            Ok(p) => Ok(Arc::new(p.for_mode(mode))),
+            Err(e) => select_by_vendor(dv::process_dv_platform(), config, mode).unwrap_or(Err(e)),
+        },
+        ProviderKind::Bnxt => Ok(Arc::new(dv::DvProvider::probe_on(dv::process_dv_platform(), dv::Family::Bnxt, config)?.for_mode(mode))),
+        ProviderKind::Ionic => {
+            Ok(Arc::new(dv::DvProvider::probe_on(dv::process_dv_platform(), dv::Family::Ionic, config)?.for_mode(mode)))
+        }
     }
+}
+
+/// When no ConnectX is usable: the provider of the family of the first
+/// device (matching RCCL_RUST_GIN_NIC) that is a Thor2 or a Pollara, or an
+/// error naming the devices when none is a NIC rust-gin drives. None when
+/// the list has no device, or has a ConnectX (the mlx5 error stands).
+pub fn select_by_vendor(
+    platform: Arc<dyn dv::DvPlatform>,
+    config: &Config,
+    mode: MemoryMode,
+) -> Option<Result<Arc<dyn Provider>>> {
+    let all = platform.devices().ok().filter(|d| !d.is_empty())?;
+    let wanted = |n: &str| config.nic_filter.as_ref().is_none_or(|f| f.split(',').any(|w| w.trim() == n));
+    let devs: Vec<_> = all.iter().filter(|d| wanted(&d.name)).collect();
+    if devs.iter().any(|d| dv::Family::of(d) == Some(dv::Family::Mlx5)) {
+        return None;
+    }
+    let Some(family) = devs.iter().find_map(|d| dv::Family::of(d)) else {
+        return Some(Err(Error::System(format!(
+            "no RDMA device rust-gin can drive: {} (rust-gin drives mlx5 ConnectX, bnxt_re Thor2 and ionic Pollara              NICs{}); to run without hardware set RCCL_RUST_GIN_PROVIDER=emu",
+            if devs.is_empty() { "none matches RCCL_RUST_GIN_NIC".to_string() } else {
+                devs.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")
+            },
+            config.nic_filter.as_ref().map(|f| format!("; RCCL_RUST_GIN_NIC={f}")).unwrap_or_default()
+        ))));
+    };
+    crate::info_line!(INIT, "no usable ConnectX; the NICs found are {}: using its provider", family.name());
+    Some(dv::DvProvider::probe_on(platform, family, config).map(|p| Arc::new(p.for_mode(mode)) as Arc<dyn Provider>))
 }
 
 pub(crate) fn check_dev(dev: usize, n: usize) -> Result<()> {

@@ -39,6 +39,8 @@ fn provider_code(p: ProviderKind) -> u8 {
     match p {
         ProviderKind::Mlx5 => 1,
         ProviderKind::Emu => 2,
+        ProviderKind::Bnxt => 3,
+        ProviderKind::Ionic => 4,
     }
 }
 
