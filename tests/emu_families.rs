@@ -61,8 +61,12 @@ struct Bed {
 
 impl Bed {
     fn new(kind: Kind) -> Bed {
+        Bed::with_mtu(kind, NicConfig::default().mtu)
+    }
+
+    fn with_mtu(kind: Kind, mtu: usize) -> Bed {
         let fabric = Fabric::threads();
-        let nic = EmuNic::new(&fabric, NicConfig::default()).unwrap();
+        let nic = EmuNic::new(&fabric, NicConfig { mtu, ..NicConfig::default() }).unwrap();
         let pd = nic.alloc_pd();
         let buf = HostMemory.alloc(BUF, 4096, Object::WindowData).unwrap();
         for i in 0..BUF {
@@ -235,8 +239,8 @@ fn random_stream(b: &Bed, seed: u64, n: usize) -> Vec<rust_gin_mlx5_request> {
         .collect()
 }
 
-fn run_stream(kind: Kind, seed: u64) -> Vec<u8> {
-    let b = Bed::new(kind);
+fn run_stream(kind: Kind, seed: u64, mtu: usize) -> Vec<u8> {
+    let b = Bed::with_mtu(kind, mtu);
     let reqs = random_stream(&b, seed, 600);
     // Batches of 1..=7, several per ring: tickets, doorbells and CQEs wrap.
     let mut g = Rng(seed ^ 0x9e37_79b9);
@@ -258,13 +262,15 @@ fn run_stream(kind: Kind, seed: u64) -> Vec<u8> {
 
 #[test]
 fn every_family_leaves_the_bytes_mlx5_leaves() {
-    for seed in [1u64, 0xdead_beef, 42] {
-        let want = run_stream(Kind::Mlx5, seed);
+    // At a 256-byte MTU most messages take several packets, so bnxt_re's
+    // MSN entries (checked by the NIC on every WQE) span several PSNs.
+    for (seed, mtu) in [(1u64, 4096), (0xdead_beef, 256), (42, 1024)] {
+        let want = run_stream(Kind::Mlx5, seed, mtu);
         let fill: Vec<u8> = (0..BUF).map(|i| (i * 7 + 3) as u8).collect();
         let changed = want.iter().zip(&fill).filter(|(a, b)| a != b).count();
         assert!(changed > 10_000, "the stream barely changed the buffer ({changed} bytes): it tests nothing");
         for kind in [Kind::Bnxt, Kind::Ionic] {
-            let got = run_stream(kind, seed);
+            let got = run_stream(kind, seed, mtu);
             let first = got.iter().zip(&want).position(|(a, b)| a != b);
             assert!(first.is_none(), "{kind:?}, seed {seed:#x}: first difference from mlx5 at byte {:#x}", first.unwrap());
         }
@@ -314,4 +320,60 @@ fn a_bad_rkey_completes_with_the_familys_status() {
         assert_eq!(b.buf.read_pod::<u64>(0xf8), 3, "{kind:?}: the WQE before the error landed");
         assert_eq!(b.post(&[write_inline(&b, 0, 1, 8)]), RUST_GIN_ERR_QP_FAILED as i32, "{kind:?}: the queue stays failed");
     }
+}
+
+#[test]
+fn bnxt_msn_entries_name_each_wqe_and_its_psns() {
+    let b = Bed::with_mtu(Kind::Bnxt, 256);
+    let Queue::Family(d, qp) = &b.q else { unreachable!() };
+    assert_eq!(d.path_mtu, 256, "the descriptor carries the path MTU the NIC counts with");
+    // 1, 2 and 4 packets, a READ of 3, an atomic (1), then enough to wrap the table.
+    let mut reqs = vec![
+        rdma(&b, opcode::RDMA_WRITE, SOURCE, 0, 100),
+        rdma(&b, opcode::RDMA_WRITE, SOURCE, 0, 257),
+        rdma(&b, opcode::RDMA_WRITE, SOURCE, 0, 1024),
+        rdma(&b, opcode::RDMA_READ, LANDING, 0, 700),
+        atomic(&b, opcode::ATOMIC_FA, RESULTS, 0, 1, 0),
+    ];
+    for k in 0..20 {
+        reqs.push(write_inline(&b, 8 * k, k, 8));
+    }
+    for chunk in reqs.chunks(3) {
+        assert_eq!(b.post(chunk), RUST_GIN_OK as i32);
+    }
+    assert_eq!(b.drain(), RUST_GIN_OK as i32, "the NIC accepted every MSN entry");
+    // The table's entries for the last 16 WQEs (it holds one ring's worth).
+    let table = qp.sq.host_addr().unwrap() + (128 << LOG_WQE);
+    let pk = |len: u64| len.div_ceil(256).max(1);
+    let psns: Vec<u64> = reqs.iter().map(|r| pk(r.length as u64)).collect();
+    let mut start = 0u64;
+    for (n, p) in psns.iter().enumerate() {
+        let slot = n % 16;
+        if n + 16 >= reqs.len() {
+            // SAFETY: inside the table; the NIC and the device code are idle.
+            let e = unsafe { std::ptr::read_volatile((table + 8 * slot) as *const u64) };
+            let want = ((slot as u64) << 48) | (((start + p) & 0xff_ffff) << 24) | (start & 0xff_ffff);
+            assert_eq!(e, want, "WQE {n}: entry {slot}");
+        }
+        start += p;
+    }
+    assert_eq!(b.state().psn, start, "the producer's PSN count");
+}
+
+#[test]
+fn a_wrong_msn_entry_fails_the_wqe() {
+    // The device writes the entries; the NIC checks them. Here the table
+    // is overwritten between post and execution by stopping the NIC first.
+    let b = Bed::with_mtu(Kind::Bnxt, 256);
+    b.nic.stop_polling();
+    let Queue::Family(_, qp) = &b.q else { unreachable!() };
+    assert_eq!(b.post(&[rdma(&b, opcode::RDMA_WRITE, SOURCE, 0, 600)]), RUST_GIN_OK as i32);
+    let table = qp.sq.host_addr().unwrap() + (128 << LOG_WQE);
+    // SAFETY: inside the table; the NIC is stopped.
+    let e = unsafe { &*((table) as *const std::sync::atomic::AtomicU64) };
+    assert_eq!(e.load(std::sync::atomic::Ordering::Relaxed), 3 << 24, "a 600-byte WRITE takes PSNs 0..3");
+    e.store(2 << 24, std::sync::atomic::Ordering::Relaxed); // one PSN short
+    b.nic.start_polling();
+    assert_eq!(b.drain(), RUST_GIN_ERR_CQE as i32);
+    assert_eq!(b.error().syndrome, 0x03, "BNXT_RE_REQ_ST_LOC_QP_OP");
 }

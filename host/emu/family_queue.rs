@@ -16,6 +16,8 @@ pub struct EmuFamilyQp {
     pub cqn: u32,
     pub page: usize,
     pub log_wqe_cnt: u32,
+    /// bnxt_re: the path MTU the device code counts PSNs with (the NIC's).
+    pub path_mtu: u32,
     pub sq: GpuBuf,
     pub cq: GpuBuf,
     pub state: GpuBuf,
@@ -27,7 +29,10 @@ impl EmuFamilyQp {
     /// CQE per WQE, which an error's flush writes).
     pub fn create(nic: &EmuNic, pd: u32, format: QueueFormat, log_wqe_cnt: u32, alloc: &dyn Allocator) -> Result<EmuFamilyQp, NicError> {
         let io = |e: std::io::Error| NicError::BadArgument(format!("queue memory: {e}"));
-        let sq = alloc.alloc(format.wqe_stride() << log_wqe_cnt, 4096, Object::SendRing(RingHome::Host)).map_err(io)?;
+        // bnxt_re: the MSN table right after the ring, one entry per WQE.
+        let ring = format.wqe_stride() << log_wqe_cnt;
+        let msn = if format == QueueFormat::Bnxt { 8 << log_wqe_cnt } else { 0 };
+        let sq = alloc.alloc(ring + msn, 4096, Object::SendRing(RingHome::Host)).map_err(io)?;
         let cq = alloc.alloc(QueueFormat::CQE_BYTES << log_wqe_cnt, 4096, Object::CompletionRing(RingHome::Host)).map_err(io)?;
         let state = alloc.alloc(std::mem::size_of::<rust_gin_mlx5_sq_state>(), 128, Object::QueueState).map_err(io)?;
         let host = |b: &GpuBuf| b.host_addr().ok_or_else(|| NicError::BadArgument("the emulated NIC needs host-visible queue memory".into()));
@@ -35,11 +40,13 @@ impl EmuFamilyQp {
         // SAFETY: the CQ ring lives in self and outlives the CQ (destroyed in
         // drop before the memory is freed).
         let cqn = unsafe { nic.create_family_cq(FamilyCqSpec { format, buf: host(&cq)?, log_cnt: log_wqe_cnt })? };
-        let spec = FamilyQpSpec { format, pd, send_cq: cqn, sq_buf: host(&sq)?, log_wqe_cnt, db_page: page };
+        let msn_table = if msn > 0 { host(&sq)? + ring } else { 0 };
+        let spec = FamilyQpSpec { format, pd, send_cq: cqn, sq_buf: host(&sq)?, log_wqe_cnt, db_page: page, msn_table };
         // SAFETY: as above, for the send ring.
         let qpn = unsafe { nic.create_family_qp(spec)? };
         let doorbell = nic.host_doorbell(qpn)?;
-        Ok(EmuFamilyQp { nic: nic.clone(), format, qpn, cqn, page, log_wqe_cnt, sq, cq, state, doorbell })
+        let path_mtu = if msn > 0 { nic.mtu() as u32 } else { 0 };
+        Ok(EmuFamilyQp { nic: nic.clone(), format, qpn, cqn, page, log_wqe_cnt, path_mtu, sq, cq, state, doorbell })
     }
 
     /// INIT -> RTR (towards `remote`) -> RTS.
@@ -68,6 +75,7 @@ impl EmuFamilyQp {
             timeout_ns,
             cq_phase: crate::bnxt::wire::CQ_START_PHASE,
             host_doorbell: self.doorbell.addr(),
+            path_mtu: self.path_mtu,
             ..Default::default()
         }
     }

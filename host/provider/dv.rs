@@ -28,7 +28,7 @@ use crate::error::{Error, Result};
 use crate::gpu::hip::DmaBufRange;
 use crate::gpu::{Allocator, GpuBuf, HostMemory, Object};
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// The NIC family a device belongs to, by its PCI vendor (as MORI's
@@ -553,6 +553,9 @@ pub struct NicQp {
     host_port: u64,
     traffic_class: u8,
     connected: AtomicBool,
+    /// bnxt_re: the path MTU in bytes once connected, for the device code's
+    /// MSN table (0 before, and for ionic, which keeps none).
+    path_mtu: AtomicU32,
 }
 
 pub const ACCESS_QP: i32 = (Access::LOCAL_WRITE.bits() | Access::REMOTE_WRITE.bits() | Access::REMOTE_READ.bits()) as i32;
@@ -579,7 +582,7 @@ impl NicQp {
         state
             .try_write(0, &vec![0u8; state.len()])
             .map_err(|e| Error::System(format!("{}: zeroing the queue state: {e}", ctx.name)))?;
-        Ok(NicQp { parts, state, _rings: rings, ctx: ctx.clone(), host_port, traffic_class, connected: AtomicBool::new(false) })
+        Ok(NicQp { parts, state, _rings: rings, ctx: ctx.clone(), host_port, traffic_class, connected: AtomicBool::new(false), path_mtu: AtomicU32::new(0) })
     }
 
     /// The QP number a peer connects to.
@@ -603,12 +606,13 @@ impl NicQp {
             return Err(Error::InvalidUsage(format!("{}: connect was already called on QP {:#x}", c.name, self.qpn())));
         }
         let rd = |n: i32| n.clamp(1, 16) as u8;
+        let mtu = addr::path_mtu(&local, &peer);
         let steps = [
             ("INIT", QpTransition::Init { port: c.port, access: ACCESS_QP }),
             (
                 "RTR",
                 QpTransition::Rtr {
-                    mtu: addr::path_mtu(&local, &peer),
+                    mtu,
                     dest_qpn: remote_qpn,
                     rq_psn: 0,
                     max_dest_rd_atomic: rd(c.attr.max_qp_rd_atom),
@@ -640,6 +644,9 @@ impl NicQp {
                 ))
             })?;
         }
+        if c.family == Family::Bnxt {
+            self.path_mtu.store(addr::mtu_bytes(mtu), Ordering::Release);
+        }
         crate::info_line!(NET, "{}: QP {:#x} connected to QP {remote_qpn:#x} ({})", c.name, self.qpn(), c.family.name());
         Ok(())
     }
@@ -667,6 +674,8 @@ impl NicQp {
             host_doorbell: self.host_port,
             counter_log: 0,
             counters: 0,
+            path_mtu: self.path_mtu.load(Ordering::Acquire),
+            reserved1: 0,
         }
     }
 }

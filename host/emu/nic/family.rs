@@ -66,6 +66,10 @@ pub(super) struct FamilyBell {
     sq_value: AtomicU64,
     /// The newest CQ doorbell value, shared with the CQ.
     cq_value: Arc<AtomicU64>,
+    /// bnxt_re's MSN table: its address and the path MTU; `psn` is the
+    /// NIC's own next PSN, against which each WQE's entry is checked.
+    msn: Option<(usize, u32)>,
+    psn: AtomicU64,
 }
 
 /// A family CQ's format and the consumer index its doorbell reports.
@@ -95,6 +99,9 @@ pub struct FamilyQpSpec {
     pub log_wqe_cnt: u32,
     /// The doorbell page (from [`EmuNic::alloc_uar`]).
     pub db_page: usize,
+    /// bnxt_re: the MSN table (2^log_wqe_cnt 8-byte entries, right after
+    /// the ring as Thor2 keeps it), checked per WQE; 0: none.
+    pub msn_table: usize,
 }
 
 /// A WQE decoded from a family's bytes.
@@ -322,6 +329,27 @@ impl Bell {
 }
 
 impl FamilyBell {
+    /// bnxt_re: the MSN entry of WQE `ci` must name its ring index and the
+    /// PSNs its `len` bytes take from the NIC's own count, which then moves
+    /// on. A Thor2 reads the table only to retransmit, so a wrong entry
+    /// there corrupts a recovery long after the post; the emulated NIC
+    /// checks every one at once, failing the WQE.
+    fn check_msn(&self, ci: u64, log: u32, len: u64) -> Result<(), String> {
+        let Some((table, mtu)) = self.msn else { return Ok(()) };
+        let slot = ci & ((1u64 << log) - 1);
+        // SAFETY: the table has 2^log entries (create_family_qp's contract).
+        let e = unsafe { std::ptr::read_volatile((table + 8 * slot as usize) as *const u64) };
+        let e = u64::from_le(e);
+        let psn = self.psn.load(Ordering::Relaxed);
+        let pk = bw::packets(len as u32, mtu) as u64;
+        let want = bw::msn_entry(slot as u32, (psn + pk) as u32, psn as u32);
+        if e != want {
+            return Err(format!("entry {slot}: {e:#018x}, expected {want:#018x} (PSN {psn}, {len} bytes at MTU {mtu})"));
+        }
+        self.psn.store(psn + pk, Ordering::Relaxed);
+        Ok(())
+    }
+
     /// WQEs published past `ci` by the newest SQ doorbell, or None if it
     /// names more than the ring holds.
     fn available(&self, ci: u64, log: u32) -> Option<u64> {
@@ -353,7 +381,8 @@ impl Inner {
             if !matches!(qp.state, QpState::Rts | QpState::Error) {
                 return progress;
             }
-            let f = qp.bell.family.as_ref().expect("a family QP");
+            let bell = qp.bell.clone();
+            let f = bell.family.as_ref().expect("a family QP");
             let log = qp.spec.log_wqe_cnt;
             let Some(avail) = f.available(qp.ci, log) else {
                 if qp.state == QpState::Error {
@@ -403,6 +432,14 @@ impl Inner {
                     return progress
                 }
                 _ => {}
+            }
+            if let Err(why) = f.check_msn(ci, log, d.op.length()) {
+                tracing::warn!(qpn, index, why, "emulated NIC: MSN table entry does not match the WQE");
+                push_done(qp, index, true, d.opcode, Status::Err(syndrome::LOCAL_QP_OP_ERR));
+                qp.ci += 1;
+                bump(&self.counters.wqebbs_read, 1);
+                self.enter_error(qp);
+                continue;
             }
             qp.ci += 1;
             bump(&self.counters.wqebbs_read, 1);
@@ -503,7 +540,11 @@ impl EmuNic {
     /// valid until [`EmuNic::destroy_qp`]; the doorbell page must come from
     /// [`EmuNic::alloc_uar`].
     pub unsafe fn create_family_qp(&self, spec: FamilyQpSpec) -> Result<u32, NicError> {
-        if spec.log_wqe_cnt > 15 || spec.sq_buf == 0 || !spec.sq_buf.is_multiple_of(64) {
+        if spec.log_wqe_cnt > 15
+            || spec.sq_buf == 0
+            || !spec.sq_buf.is_multiple_of(64)
+            || (spec.msn_table != 0 && (spec.format != QueueFormat::Bnxt || !spec.msn_table.is_multiple_of(8)))
+        {
             return Err(NicError::BadArgument(format!("create_family_qp: bad send queue {spec:?}")));
         }
         let mut st = lock(&self.0.inner.state);
@@ -530,6 +571,8 @@ impl EmuNic {
             cqn: spec.send_cq,
             sq_value: AtomicU64::new(NO_DOORBELL),
             cq_value,
+            msn: (spec.msn_table != 0).then_some((spec.msn_table, self.0.inner.config.mtu as u32)),
+            psn: AtomicU64::new(0),
         };
         let mspec = QpSpec {
             pd: spec.pd,

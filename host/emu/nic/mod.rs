@@ -432,6 +432,10 @@ impl EmuNic {
     pub fn node(&self) -> u32 {
         self.0.inner.node.load(Ordering::Relaxed)
     }
+    /// The largest payload of one packet (the path MTU of its QPs).
+    pub fn mtu(&self) -> usize {
+        self.0.inner.config.mtu
+    }
     pub fn name(&self) -> &str {
         &self.0.inner.config.name
     }

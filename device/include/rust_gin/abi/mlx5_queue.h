@@ -62,7 +62,10 @@ typedef struct rust_gin_mlx5_sq_state {
   uint64_t counted_end;   /* 1 + index of the newest WQE with a counter_log entry */
   uint64_t credited;      /* counter_log entries below this have been credited */
   uint64_t failed_end;    /* 1 + index of the first WQE that completed in error; 0: none */
-  uint64_t reserved1[1];
+  /* bnxt_re: PSNs handed out so far, so the next WQE's first PSN (24 bits
+   * on the wire; the QP starts at sq_psn 0). Advanced in ticket order while
+   * the publish turn is held (SendQueue::note_psns). */
+  uint64_t psn;
 } rust_gin_mlx5_sq_state;
 
 /* One operation for a send queue: everything its WQE needs except the WQE

@@ -33,6 +33,12 @@ typedef struct rust_gin_nic_sq {
   uint64_t host_doorbell; /* const rust_gin_host_doorbell*, host build only */
   uint64_t counter_log;
   uint64_t counters;
+  /* bnxt_re: the QP's path MTU in bytes; nonzero: the producer writes the
+   * MSN search table Thor2 keeps after the ring (one 8-byte entry per WQE:
+   * its index and PSN range, for the NIC's retransmissions). 0: no table
+   * (ionic; a bnxt_re NIC without UCNTX_MSN_TABLE_ENABLED). */
+  uint32_t path_mtu;
+  uint32_t reserved1;
 } rust_gin_nic_sq;
 
 #endif

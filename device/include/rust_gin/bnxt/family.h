@@ -10,8 +10,13 @@
 //   WQEs straddling the ring's end) is not supported yet.
 // - No doorbell record: the doorbell carries the index; WQEs are made
 //   visible by a system-scope release before it.
-// - The MSN search table is NOT written yet (its PSNs are a prefix sum over
-//   the WQEs in ticket order): Thor2 needs it; open.
+// - The MSN search table Thor2 keeps right after the ring (rdma-core
+//   verbs.c bnxt_re_fill_psns_for_msntbl: one le64 per WQE, index = the
+//   WQE's, table size roundup_pow_of_two(WQEs) = the ring's): each WQE's
+//   start and next PSN, a prefix sum over the WQEs in ticket order, so the
+//   producer assigns them while it holds the publish turn
+//   (SendQueue::note_psns, gin/lanes.h). Written when the descriptor names
+//   the path MTU.
 // - No NOP or DUMP: every batch's last WQE asks for a CQE (kFlushWqe false).
 #pragma once
 
@@ -66,6 +71,27 @@ static_assert(wqe_slots(1, 0, false) == 3 && wqe_slots(0, 8, true) == 3, "every 
 
 struct Family : queue::NicSqFamily<Family> {
   static constexpr uint32_t kWqeShift = SLOT_SHIFT + 3;  // 8 slots of 16 bytes
+  static constexpr bool kPsnTable = true;
+
+  // PSNs the WQE for `r` takes: its packets at the path MTU (a READ's
+  // response packets; 1 for an empty message), as rdma-core counts them.
+  RG_INLINE static uint32_t packets(const Desc* d, const Request& r) {
+    return bnxt::packets(r.length, load_invariant(&d->path_mtu));
+  }
+  // The MSN entry of the WQE at ticket `index`: its ring index and PSN
+  // range [start, next). Two 32-bit stores: the NIC reads the entry only
+  // after the doorbell's release, and the ISA checks allow no plain 64-bit
+  // store but a doorbell.
+  RG_INLINE static void note_psn(const Desc* d, uint64_t index, uint64_t start, uint64_t next) {
+    const uint32_t log = load_invariant(&d->log_wqe_cnt);
+    const uint32_t slot = static_cast<uint32_t>(index) & mask(log);
+    volatile uint32_t* e = reinterpret_cast<volatile uint32_t*>(load_invariant(&d->wqe_buf) +
+                                                                (uint64_t{1} << (log + kWqeShift))) +
+                           2 * slot;
+    const uint64_t v = msn_entry(slot, static_cast<uint32_t>(next), static_cast<uint32_t>(start));
+    e[0] = static_cast<uint32_t>(v);
+    e[1] = static_cast<uint32_t>(v >> 32);
+  }
 
   RG_INLINE static void write(const Desc* d, uint64_t slot, uint64_t, const Request& r, bool cq_update) {
     Slot* dst = reinterpret_cast<Slot*>(load_invariant(&d->wqe_buf) + (slot << kWqeShift));

@@ -83,6 +83,12 @@ template <class F = mlx5::Family>
 RG_INLINE int post_lane(const typename F::Desc* q, const Request& r, bool has, bool ring, uint64_t* last,
                         uint32_t counter_tag = 0) {
   typedef typename F::Desc Desc;
+  // A family with a PSN table (bnxt_re's MSN table) needs every batch to take
+  // the publish turn and assign PSNs there, as write-mode totals are
+  // (assign_totals over the queue's psn word, then F::note_psn per lane), as
+  // SendQueue::post does. Not written until the GIN operations post to such
+  // a family: untested code would be compiled for no caller.
+  static_assert(!F::kPsnTable, "post_lane does not assign PSNs yet");
   const uint32_t me = wave::lane_id();
   int status = RUST_GIN_OK;
   for_each_queue_group(q, wave::ballot(true), [&](uint64_t group, uint32_t, const Desc* gq) {

@@ -37,6 +37,12 @@ struct Family {
   // a full ring from an empty one: none for mlx5, whose doorbell record
   // counts to 2^16, past any ring.
   static constexpr uint32_t kRingSlack = 0;
+  // No PSN table to keep: a ConnectX tracks its PSNs itself. Families that
+  // keep one (bnxt_re) have the producer give each WQE its PSN range in
+  // ticket order, while the publish turn is held (SendQueue::note_psns).
+  static constexpr bool kPsnTable = false;
+  RG_INLINE static uint32_t packets(const Desc*, const Request&) { return 0; }
+  RG_INLINE static void note_psn(const Desc*, uint64_t, uint64_t, uint64_t) {}
 
   // Every WQE is one 64-byte WQEBB, written one 16-byte store per segment as
   // it is built (mlx5/wqe.h).

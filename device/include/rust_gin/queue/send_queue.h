@@ -216,6 +216,29 @@ class SendQueue {
     return RUST_GIN_OK;
   }
 
+  // Gives WQEs [base, base + m) their PSN ranges, for families that keep a
+  // PSN table (F::kPsnTable: bnxt_re's MSN table), else nothing. The caller
+  // holds the publish turn, so PSNs follow ticket order. req(i) is the
+  // request of WQE base + i.
+  template <typename ReqAt>
+  RG_INLINE void note_psns(uint64_t base, uint32_t m, ReqAt req) {
+    if constexpr (F::kPsnTable) {
+      if (!psn_table()) return;
+      uint64_t psn = atomic_load(&st_->psn, __ATOMIC_RELAXED, Scope::agent);
+      for (uint32_t i = 0; i < m; ++i) {
+        const uint32_t pk = F::packets(d_, req(i));
+        F::note_psn(d_, base + i, psn, psn + pk);
+        psn += pk;
+      }
+      atomic_exchange(&st_->psn, psn, __ATOMIC_RELAXED, Scope::agent);
+    }
+  }
+  // Whether this queue keeps a PSN table (wave-uniform).
+  RG_INLINE bool psn_table() const {
+    if constexpr (F::kPsnTable) return rd(d_->path_mtu) != 0;
+    return false;
+  }
+
   // Publishes the n WQEs after the caller's turn came (wait_turn).
   RG_INLINE void release(uint32_t n, uint64_t signaled_end) {
     if (signaled_end) atomic_fetch_max(&st_->last_signaled, signaled_end, __ATOMIC_RELAXED, Scope::agent);
@@ -274,8 +297,10 @@ class SendQueue {
       }
       // Once per batch: the batch's end covers its READs.
       if (reads) note_read(base + m - 1);
-      s = publish(base, m, last_cqe ? base + m : 0, bound);
+      s = wait_turn(base, bound);
       if (s) return s;
+      note_psns(base, m, [&](uint32_t i) { return req(first + i); });
+      release(m, last_cqe ? base + m : 0);
       if (R == RingPolicy::now) ring();
       if (last) *last = base + m - 1;
       first += m;
