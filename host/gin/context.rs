@@ -264,6 +264,9 @@ impl GinContext {
                 // Picks the window keys of this context's NIC (device ABI 2).
                 rail: rail as u32,
                 counted_peers: counted_peers.dev_addr() + (8 * bitmap_words * c as usize) as u64,
+                dcis: 0,
+                n_dci: 0,
+                reserved: 0,
             };
             contexts.write_pod(std::mem::size_of::<rust_gin_context>() * c as usize, &ctx);
         }

@@ -86,10 +86,63 @@ RG_INLINE void emit_wqe(const Request& r, uint16_t index, uint32_t qpn, bool cq_
   store(3, atomic ? data : zero);
 }
 
+// A DC initiator's WQE for ticket `ticket`: two WQEBBs (eight 16-byte
+// segments), starting at WQEBB index 2 * ticket, so that every ticket is the
+// same size and completion credit stays a function of the CQE's wqe_counter
+// (family.h). `av` is the target's 48-byte datagram segment (three
+// segments, wire order: mlx5/wire.h, set_dc_addr), read here and stored
+// as it is.
+//   WRITE, READ:  ctrl (DS 6) | datagram x3 | raddr | data or inline | pad x2
+//   atomic:       ctrl (DS 7) | datagram x3 | raddr | atomic | data | pad
+// rdma-core's order (mlx5_send_wr_set_dc_addr puts the datagram segment
+// right after ctrl, _mlx5_send_wr_rdma the raddr segment after it). NOP and
+// DUMP go nowhere, so they carry no address: the RC WQE (one WQEBB, DS 1 or
+// 2, no CQE) then a DS-1 NOP in the second WQEBB that takes the CQE, which
+// completions in order make cover the first. UNVERIFIED on hardware: that
+// a DCI executes a NOP or DUMP without a datagram segment.
+template <typename Store>
+RG_INLINE void emit_dc_wqe(const Request& r, uint64_t ticket, uint32_t qpn, bool cq_update, const Seg* av,
+                           Store store) {
+  const uint8_t op = r.opcode;
+  const uint16_t index = static_cast<uint16_t>(ticket << 1);
+  const Seg zero = {0, 0, 0, 0};
+  if (op == OP_NOP || op == OP_DUMP) {
+    emit_wqe(r, index, qpn, false, store);
+    store(4, seg_ctrl(static_cast<uint16_t>(index + 1), OP_NOP, 0, qpn,
+                      cq_update ? static_cast<uint8_t>(CTRL_CQ_UPDATE) : 0, 1, 0, 0));
+    store(5, zero);
+    store(6, zero);
+    store(7, zero);
+    return;
+  }
+  const bool atomic = op == OP_ATOMIC_FA || op == OP_ATOMIC_CS;
+  const bool inl = (r.flags & REQ_INLINE) && op != OP_RDMA_READ;
+  store(0, seg_ctrl(index, op, 0, qpn, fm_ce_se_of(r, cq_update), atomic ? 7 : 6, 0,
+                    op == OP_RDMA_WRITE_IMM ? r.imm : 0));
+  for (unsigned k = 0; k < 3; ++k) store(1 + k, av[k]);
+  store(4, seg_raddr(r.raddr, r.rkey));
+  const Seg data = seg_data(atomic ? 8 : r.length, r.lkey, r.laddr);
+  store(5, atomic ? seg_atomic(r.operand0, op == OP_ATOMIC_CS ? r.operand1 : 0) : inl ? seg_inline8(r.operand0, r.length) : data);
+  store(6, atomic ? data : zero);
+  store(7, zero);
+}
+
 // The same bytes as one 64-byte value (the entry point and the oracle tests).
 RG_INLINE Wqe64 build_wqe(const Request& r, uint16_t index, uint32_t qpn, bool cq_update) {
   Wqe64 q;
   emit_wqe(r, index, qpn, cq_update, [&q](unsigned i, const Seg& seg) {
+    for (unsigned k = 0; k < 4; ++k) q.w[4 * i + k] = seg[k];
+  });
+  return q;
+}
+
+// A DC WQE as 128 bytes (the oracle tests).
+struct alignas(16) Wqe128 {
+  uint32_t w[32];
+};
+RG_INLINE Wqe128 build_dc_wqe(const Request& r, uint64_t ticket, uint32_t qpn, bool cq_update, const Seg* av) {
+  Wqe128 q;
+  emit_dc_wqe(r, ticket, qpn, cq_update, av, [&q](unsigned i, const Seg& seg) {
     for (unsigned k = 0; k < 4; ++k) q.w[4 * i + k] = seg[k];
   });
   return q;
