@@ -262,25 +262,20 @@ RG_EXTERN_C RG_DEV int rust_gin_flush(const void* handle, uint32_t context, uint
   int first_error = RUST_GIN_OK;
   // Lanes walk their peers (coop_rank, coop_rank + coop_size, ...) in step,
   // a lane with no peer left sitting a step out, so that lanes which reach
-  // one queue together share its flush. Start every flush first, then wait:
-  // the peers' NICs work in parallel.
-  // RC: a queue per peer; ranks the context set has no queue pair to (a v15
-  // peer array) have nothing to flush. DC: the context's DCIs carry every
-  // peer's requests, so flushing them flushes all.
-  const uint64_t nq = dc(x) ? x.c->n_dci : x.h->nranks;
-  const auto queue = [&](uint64_t p) {
-    return dc(x) ? reinterpret_cast<const rust_gin_mlx5_sq*>(x.c->dcis) + p : &peer_of(x, static_cast<uint32_t>(p))->sq;
-  };
-  const auto has_queue = [&](uint64_t p) { return p < nq && (dc(x) || connected(x, static_cast<uint32_t>(p))); };
-  for (uint64_t p = coop_rank; wave::any(p < nq); p += coop_size) {
-    const bool mine = has_queue(p);
+  // one queue together share its flush (DC: the peers of one DCI share it).
+  // Start every flush first, then wait: the peers' NICs work in parallel.
+  const uint64_t nranks = x.h->nranks;
+  // Ranks the context set has no queue pair to (a v15 peer array) have
+  // nothing to flush.
+  for (uint64_t p = coop_rank; wave::any(p < nranks); p += coop_size) {
+    const bool mine = p < nranks && connected(x, static_cast<uint32_t>(p));
     uint64_t target = 0;
-    s = gin::flush_target(mine ? queue(p) : nullptr, mine, &target);
+    s = gin::flush_target(mine ? queue_of(x, static_cast<uint32_t>(p)) : nullptr, mine, &target);
     if (mine && s && !first_error) first_error = s;
   }
-  for (uint64_t p = coop_rank; wave::any(p < nq); p += coop_size) {
-    const bool mine = has_queue(p);
-    const rust_gin_mlx5_sq* q = mine ? queue(p) : nullptr;
+  for (uint64_t p = coop_rank; wave::any(p < nranks); p += coop_size) {
+    const bool mine = p < nranks && connected(x, static_cast<uint32_t>(p));
+    const rust_gin_mlx5_sq* q = mine ? queue_of(x, static_cast<uint32_t>(p)) : nullptr;
     uint64_t target = 0;
     if (gin::flush_target(q, mine, &target) || !mine) continue;
     SendQueue sq(q);

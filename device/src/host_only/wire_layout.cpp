@@ -185,7 +185,7 @@ int rust_gin_wire_build_dc_wqe(const rust_gin_mlx5_request* req, uint64_t ticket
   Seg* out = static_cast<Seg*>(out128);
   Seg av[3];
   __builtin_memcpy(av, av48, sizeof av);
-  emit_dc_wqe(*req, ticket, qpn, cq_update != 0, av, [out](unsigned i, const Seg& seg) { out[i] = seg; });
+  emit_dc_wqe(*req, ticket, qpn, cq_update != 0, av, out);
   return RUST_GIN_OK;
 }
 void rust_gin_wire_set_dgram_seg(void* out48, uint64_t key, uint32_t dqp_dct, uint8_t ext, uint8_t stat_rate_sl,

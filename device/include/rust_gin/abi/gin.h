@@ -88,8 +88,8 @@ typedef struct rust_gin_context {
   /* uint64_t[(nranks + 63) / 64]: peers whose queues hold counted puts not
    * yet credited (counter reads and waits poll those queues). */
   uint64_t counted_peers;
-  /* DC transport: rust_gin_mlx5_sq[n_dci], the context's DC initiators; peer
-   * p's requests always go to DCI p % n_dci (docs/architecture.md, "DC
+  /* DC transport: rust_gin_mlx5_sq[n_dci], the context's DC initiators
+   * (n_dci a power of two); peer p's requests always go to DCI p % n_dci (docs/architecture.md, "DC
    * transport"). n_dci 0: RC, one queue per peer in `peers`. */
   uint64_t dcis;
   uint32_t n_dci;

@@ -57,14 +57,15 @@ RG_INLINE const rust_gin_dc_peer* dc_peer_of(const Ctx& x, uint32_t peer) {
   return reinterpret_cast<const rust_gin_dc_peer*>(x.c->peers) + peer;
 }
 
-// The send queue of `peer`'s requests. DC: always DCI peer % n_dci, so all
+// The send queue of `peer`'s requests. DC: always DCI peer % n_dci (n_dci a
+// power of two, so a mask: a per-lane division costs registers), so all
 // of one peer's requests (a put and the signal behind it) sit in one send
 // queue, which the NIC executes in order: a signal never overtakes its data,
 // as with RC's queue per peer. A DCI serves its next peer only once the
 // previous one acknowledged everything (DCI reuse: the NIC's, modelled by
 // host/emu).
 RG_INLINE const rust_gin_mlx5_sq* queue_of(const Ctx& x, uint32_t peer) {
-  if (dc(x)) return reinterpret_cast<const rust_gin_mlx5_sq*>(x.c->dcis) + peer % x.c->n_dci;
+  if (dc(x)) return reinterpret_cast<const rust_gin_mlx5_sq*>(x.c->dcis) + (peer & (x.c->n_dci - 1));
   return &peer_of(x, peer)->sq;
 }
 

@@ -41,14 +41,7 @@ struct Family {
   RG_INLINE static void write(const Desc* d, uint64_t slot, uint64_t index, const Request& r, bool cq_update) {
     const uint32_t shift = load_invariant(&d->wqe_shift);
     Seg* dst = reinterpret_cast<Seg*>(load_invariant(&d->wqe_buf) + (slot << (SEND_WQE_SHIFT + shift)));
-    const auto store = [dst](unsigned i, const Seg& seg) { dst[i] = seg; };
-    if (shift) {
-      const Seg* av = reinterpret_cast<const Seg*>(load_invariant(&d->dc_targets) +
-                                                   uint64_t{r.dc_target} * RUST_GIN_MLX5_DC_TARGET_STRIDE);
-      emit_dc_wqe(r, index, load_invariant(&d->qpn), cq_update, av, store);
-    } else {
-      emit_wqe(r, static_cast<uint16_t>(index), load_invariant(&d->qpn), cq_update, store);
-    }
+    emit_queue_wqe(r, index, shift, load_invariant(&d->qpn), cq_update, load_invariant(&d->dc_targets), dst);
   }
 
   // WQEs, then the doorbell record (be32, 16 bits of the producer index),
