@@ -17,10 +17,25 @@ pub struct EmuQp {
     pub mem: QueueMem,
     /// How the device code's host build rings this QP (named in its descriptor).
     doorbell: HostDoorbell,
+    /// A DC initiator (every WQE two WQEBBs, carrying its target).
+    pub dci: bool,
 }
 
 impl EmuQp {
     pub fn create(nic: &EmuNic, pd: u32, mem: QueueMem) -> Result<EmuQp, NicError> {
+        Self::create_as(nic, pd, mem, false)
+    }
+
+    /// A DC initiator, INIT -> RTR -> RTS at once (it has no remote).
+    pub fn create_dci(nic: &EmuNic, pd: u32, mem: QueueMem) -> Result<EmuQp, NicError> {
+        let qp = Self::create_as(nic, pd, mem, true)?;
+        nic.modify_qp(qp.qpn, QpState::Init, None)?;
+        nic.modify_qp(qp.qpn, QpState::Rtr, None)?;
+        nic.modify_qp(qp.qpn, QpState::Rts, None)?;
+        Ok(qp)
+    }
+
+    fn create_as(nic: &EmuNic, pd: u32, mem: QueueMem, dci: bool) -> Result<EmuQp, NicError> {
         let host = |b: &crate::gpu::GpuBuf| {
             b.host_addr().ok_or_else(|| NicError::BadArgument("the emulated NIC needs host-visible queue memory".into()))
         };
@@ -39,9 +54,9 @@ impl EmuQp {
             uar,
         };
         // SAFETY: as above, for the send queue and its record.
-        let qpn = unsafe { nic.create_qp(qp_spec)? };
+        let qpn = unsafe { if dci { nic.create_dci(qp_spec)? } else { nic.create_qp(qp_spec)? } };
         let doorbell = nic.host_doorbell(qpn)?;
-        Ok(EmuQp { nic: nic.clone(), qpn, cqn, uar, mem, doorbell })
+        Ok(EmuQp { nic: nic.clone(), qpn, cqn, uar, mem, doorbell, dci })
     }
 
     /// INIT -> RTR (towards `remote`) -> RTS.
@@ -55,7 +70,15 @@ impl EmuQp {
         (self.uar + UAR_DB_OFFSET) as u64
     }
 
+    /// A DC initiator's has wqe_shift 1 and no dc_targets yet (the owner of
+    /// the target table sets them).
     pub fn descriptor(&self, peer: u32, error: u64, timeout_ns: u64) -> rust_gin_mlx5_sq {
+        if self.dci {
+            let mut d =
+                self.mem.dci_descriptor(self.qpn, self.cqn, self.doorbell_addr(), self.doorbell.addr(), error, timeout_ns, 0);
+            d.peer = peer;
+            return d;
+        }
         self.mem.descriptor(self.qpn, self.cqn, self.doorbell_addr(), self.doorbell.addr(), peer, error, timeout_ns)
     }
 }

@@ -137,7 +137,9 @@ RG_INLINE void emit_queue_wqe(const Request& r, uint64_t ticket, uint32_t shift,
     // only now, a 32-bit offset from the (scalar) table base.
     const Seg* table = reinterpret_cast<const Seg*>(dc_targets);
     const uint32_t at = r.dc_target * (RUST_GIN_MLX5_DC_TARGET_STRIDE / sizeof(Seg));
+#if defined(__clang__)
 #pragma unroll 1
+#endif
     for (uint32_t k = 0; k < 3; ++k) dst[1 + k] = table[at + k];
   }
   dst[7] = zero;
