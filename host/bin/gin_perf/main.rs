@@ -45,6 +45,12 @@ enum ProviderArg {
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
+enum TransportArg {
+    Rc,
+    Dc,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
 enum FormatArg {
     Table,
     Json,
@@ -94,6 +100,11 @@ struct Args {
     /// against the number of NICs.
     #[arg(long, default_value = "1")]
     rails: String,
+    /// Transport of the direct path: rc (a queue pair per context and peer) or dc (DC initiators per
+    /// context, RCCL_RUST_GIN_DCIS of them, one DC target per rank; RCCL_RUST_GIN_TRANSPORT). The
+    /// proxy path stays RC. docs/architecture.md, "DC transport".
+    #[arg(long, value_enum, default_value = "rc")]
+    transport: TransportArg,
     #[arg(short = 'f', long, value_enum, default_value = "table")]
     format: FormatArg,
     /// Where to write the SVG chart of latency, message rate and bandwidth against size.
@@ -171,6 +182,10 @@ fn run(args: Args) -> Result<(), String> {
     };
     let rails = rails_list(&args.rails)?;
     config.rails = rails[0];
+    config.transport = match args.transport {
+        TransportArg::Rc => rccl_rust_gin::config::Transport::Rc,
+        TransportArg::Dc => rccl_rust_gin::config::Transport::Dc,
+    };
     let emulated = config.provider == ProviderKind::Emu;
     // The RMA plugin (the proxy path) reads its provider from the
     // environment, as it does under RCCL.
@@ -270,6 +285,9 @@ fn run(args: Args) -> Result<(), String> {
     let mut lane_desc = if waves > 1 { format!("{}, {waves} waves", lane_mode.name()) } else { lane_mode.name().into() };
     if config.rails > 1 {
         lane_desc += &format!("; {} rails (NICs per rank) on the direct path", config.rails);
+    }
+    if config.transport == rccl_rust_gin::config::Transport::Dc {
+        lane_desc += &format!("; DC transport on the direct path ({} DCIs per context)", config.dcis);
     }
     let setup = report::Setup {
         emulated,

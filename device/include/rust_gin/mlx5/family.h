@@ -41,7 +41,7 @@ struct Family {
   RG_INLINE static void write(const Desc* d, uint64_t slot, uint64_t index, const Request& r, bool cq_update) {
     const uint32_t shift = load_invariant(&d->wqe_shift);
     Seg* dst = reinterpret_cast<Seg*>(load_invariant(&d->wqe_buf) + (slot << (SEND_WQE_SHIFT + shift)));
-    emit_queue_wqe(r, index, shift, load_invariant(&d->qpn), cq_update, load_invariant(&d->dc_targets), dst);
+    emit_queue_wqe(r, index, shift, load_invariant(&d->qpn), cq_update, &d->dc_targets, dst);
   }
 
   // WQEs, then the doorbell record (be32, 16 bits of the producer index),

@@ -109,7 +109,7 @@ RG_INLINE void emit_wqe(const Request& r, uint16_t index, uint32_t qpn, bool cq_
 // registers beyond RC's (a second builder did: 11 more VGPRs in put).
 // `shift` is the queue's wqe_shift (0: RC, the one-WQEBB WQE; 1: DC).
 RG_INLINE void emit_queue_wqe(const Request& r, uint64_t ticket, uint32_t shift, uint32_t qpn, bool cq_update,
-                              uint64_t dc_targets, Seg* dst) {
+                              const uint64_t* dc_targets, Seg* dst) {
   const uint8_t op = r.opcode;
   const bool local = op == OP_NOP || op == OP_DUMP;
   const uint32_t gap = shift && !local ? 3 : 0;
@@ -135,7 +135,7 @@ RG_INLINE void emit_queue_wqe(const Request& r, uint64_t ticket, uint32_t shift,
     // registers are free again: it is copied, not built, and a WQE's
     // stores may land in any order before it is published. Its address
     // only now, a 32-bit offset from the (scalar) table base.
-    const Seg* table = reinterpret_cast<const Seg*>(dc_targets);
+    const Seg* table = reinterpret_cast<const Seg*>(load_invariant(dc_targets));
     const uint32_t at = r.dc_target * (RUST_GIN_MLX5_DC_TARGET_STRIDE / sizeof(Seg));
 #if defined(__clang__)
 #pragma unroll 1
@@ -148,7 +148,8 @@ RG_INLINE void emit_queue_wqe(const Request& r, uint64_t ticket, uint32_t shift,
 RG_INLINE void emit_dc_wqe(const Request& r, uint64_t ticket, uint32_t qpn, bool cq_update, const Seg* av, Seg* dst) {
   Request one = r;
   one.dc_target = 0;  // `av` is the one target
-  emit_queue_wqe(one, ticket, 1, qpn, cq_update, reinterpret_cast<uint64_t>(av), dst);
+  const uint64_t table = reinterpret_cast<uint64_t>(av);
+  emit_queue_wqe(one, ticket, 1, qpn, cq_update, &table, dst);
 }
 
 // A DC WQE as 128 bytes (the oracle tests).
