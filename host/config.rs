@@ -64,6 +64,17 @@ pub struct Config {
     /// NICs (rails) per context set: context c uses rail c mod rails.
     pub rails: u32,
     pub signal_mode: SignalModeKnob,
+    /// RC (a queue pair per context and peer) or DC (a few DC initiators per
+    /// context, one DC target per rank): docs/architecture.md, "DC transport".
+    pub transport: Transport,
+    /// DC initiators per context (a power of two).
+    pub dcis: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    Rc,
+    Dc,
 }
 
 impl Default for Config {
@@ -86,6 +97,8 @@ impl Default for Config {
             qps_per_uar: 16,
             rails: 1,
             signal_mode: SignalModeKnob::Auto,
+            transport: Transport::Rc,
+            dcis: 4,
         }
     }
 }
@@ -108,6 +121,8 @@ pub const KNOBS: &[(&str, &str, &str)] = &[
     ("RCCL_RUST_GIN_GID_INDEX", "-1", "mlx5 only: GID index for RoCE; -1 picks a RoCE v2 IPv4-mapped GID"),
     ("RCCL_RUST_GIN_TRAFFIC_CLASS", "0", "traffic class when RCCL's config leaves trafficClass undefined (-1)"),
     ("RCCL_RUST_GIN_QPS_PER_UAR", "16", "queue pairs that share one UAR page and its doorbell register (1 = a page per QP, 0 = one page per device context; mlx5 and the emulated NIC); docs/architecture.md says why sharing is safe"),
+    ("RCCL_RUST_GIN_TRANSPORT", "rc", "rc (a reliable-connected queue pair per context and peer) or dc (Dynamically Connected: `RCCL_RUST_GIN_DCIS` initiators per context, one DC target per rank and rail, 64 bytes of device state per peer); emu provider only so far (mlx5: UNVERIFIED, refused with an error); docs/architecture.md, \"DC transport\""),
+    ("RCCL_RUST_GIN_DCIS", "4", "with `RCCL_RUST_GIN_TRANSPORT=dc`: DC initiators per context, a power of two from 1 to 64; peer p always uses initiator p mod this"),
     ("RCCL_RUST_GIN_RAILS", "1", "NICs per context set, 1 to 16: the NIC RCCL's listen(dev) names, then the others closest to the GPU by PCI path; context c uses rail c mod the number of rails (emu: as many emulated NICs per rank); docs/architecture.md, \"Rails\""),
     ("RCCL_RUST_GIN_SIGNAL_MODE", "auto", "auto (remote atomics where the capability probe says they work into GPU memory, else write), atomic (8-byte RDMA fetch-and-add) or write (8-byte RDMA WRITE of a running total into a per-sender slot, folded by the reader; no VA signals): docs/nic-families.md, section 7. Every rank must resolve to the same mode"),
 ];
@@ -208,6 +223,20 @@ impl Config {
         }
         if let Some(v) = get("RCCL_RUST_GIN_QPS_PER_UAR") {
             c.qps_per_uar = number("RCCL_RUST_GIN_QPS_PER_UAR", &v, 0, 1 << 20)?;
+        }
+        if let Some(v) = get("RCCL_RUST_GIN_TRANSPORT") {
+            c.transport = match v.to_ascii_lowercase().as_str() {
+                "rc" => Transport::Rc,
+                "dc" => Transport::Dc,
+                _ => return Err(Error::InvalidArgument(format!("RCCL_RUST_GIN_TRANSPORT={v:?}: use rc or dc"))),
+            };
+        }
+        if let Some(v) = get("RCCL_RUST_GIN_DCIS") {
+            c.dcis = number("RCCL_RUST_GIN_DCIS", &v, 1, 64)?;
+            if !c.dcis.is_power_of_two() {
+                // The device picks a peer's DCI with a mask (gin/ops.h, queue_of).
+                return Err(Error::InvalidArgument(format!("RCCL_RUST_GIN_DCIS={v} is not a power of two")));
+            }
         }
         if let Some(v) = get("RCCL_RUST_GIN_RAILS") {
             c.rails = number("RCCL_RUST_GIN_RAILS", &v, 1, MAX_RAILS)?;

@@ -71,6 +71,8 @@ fn spec(name: &str) -> Option<Spec> {
         "RCCL_RUST_GIN_QPS_PER_UAR" => ("1", || at_load("RCCL_RUST_GIN_QPS_PER_UAR", "-1")),
         "RCCL_RUST_GIN_RAILS" => ("2", || at_load("RCCL_RUST_GIN_RAILS", "17")),
         "RCCL_RUST_GIN_SIGNAL_MODE" => ("write", || at_load("RCCL_RUST_GIN_SIGNAL_MODE", "slots")),
+        "RCCL_RUST_GIN_TRANSPORT" => ("dc", || at_load("RCCL_RUST_GIN_TRANSPORT", "ud")),
+        "RCCL_RUST_GIN_DCIS" => ("8", || at_load("RCCL_RUST_GIN_DCIS", "3")),
         _ => return None,
     })
 }

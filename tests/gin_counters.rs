@@ -45,6 +45,8 @@ fn world() -> World {
                     assert_eq!(res, OK);
                     // SAFETY: a live device handle.
                     let h = unsafe { (*dh).handle } as usize;
+                    // RC here, DC in tests/gin_counters_dc.rs.
+                    gin_flow::assert_transport(h as *const c_void);
                     let src = register(p, r.coll, 1 << 16);
                     let dst = register(p, r.coll, 1 << 16);
                     src.buf.write(0, &(0..1u32 << 16).map(|i| (i * 7 + rank as u32) as u8).collect::<Vec<_>>());

@@ -162,6 +162,22 @@ fn rust_rows() -> Vec<Row> {
         rust_row!("offsetof(mlx5_err_cqe.wqe_counter)", cqe_off::WQE_COUNTER),
         rust_row!("offsetof(mlx5_err_cqe.signature)", cqe_off::SIGNATURE),
         rust_row!("offsetof(mlx5_err_cqe.op_own)", cqe_off::OP_OWN),
+        // the DC datagram segment
+        rust_row!("sizeof(mlx5_wqe_datagram_seg)", DATAGRAM_SEG_SIZE),
+        rust_row!("sizeof(mlx5_wqe_av)", DATAGRAM_SEG_SIZE),
+        Row::new("sizeof(mlx5_wqe_av)", "DatagramSeg::encode().len()", DatagramSeg::default().encode().len() as u64),
+        rust_row!("offsetof(mlx5_wqe_av.key.dc_key)", av_off::DC_KEY),
+        rust_row!("offsetof(mlx5_wqe_av.dqp_dct)", av_off::DQP_DCT),
+        rust_row!("offsetof(mlx5_wqe_av.stat_rate_sl)", av_off::STAT_RATE_SL),
+        rust_row!("offsetof(mlx5_wqe_av.fl_mlid)", av_off::FL_MLID),
+        rust_row!("offsetof(mlx5_wqe_av.rlid)", av_off::RLID),
+        rust_row!("offsetof(mlx5_wqe_av.reserved0)", av_off::RESERVED0),
+        rust_row!("offsetof(mlx5_wqe_av.rmac)", av_off::RMAC),
+        rust_row!("offsetof(mlx5_wqe_av.tclass)", av_off::TCLASS),
+        rust_row!("offsetof(mlx5_wqe_av.hop_limit)", av_off::HOP_LIMIT),
+        rust_row!("offsetof(mlx5_wqe_av.grh_gid_fl)", av_off::GRH_GID_FL),
+        rust_row!("offsetof(mlx5_wqe_av.rgid)", av_off::RGID),
+        rust_row!("MLX5_EXTENDED_UD_AV", EXTENDED_UD_AV),
         // queue constants
         rust_row!("MLX5_SEND_WQE_BB", SEND_WQE_BB),
         rust_row!("MLX5_SEND_WQE_SHIFT", SEND_WQE_SHIFT),
@@ -409,6 +425,19 @@ fn bindgen_layouts_agree_with_rdma_core() {
         ("offsetof(mlx5_err_cqe.wqe_counter)", offset_of!(dv::mlx5_err_cqe, wqe_counter)),
         ("offsetof(mlx5_err_cqe.signature)", offset_of!(dv::mlx5_err_cqe, signature)),
         ("offsetof(mlx5_err_cqe.op_own)", offset_of!(dv::mlx5_err_cqe, op_own)),
+        ("sizeof(mlx5_wqe_datagram_seg)", size_of::<dv::mlx5_wqe_datagram_seg>()),
+        ("sizeof(mlx5_wqe_av)", size_of::<dv::mlx5_wqe_av>()),
+        ("offsetof(mlx5_wqe_av.key.dc_key)", offset_of!(dv::mlx5_wqe_av, key)),
+        ("offsetof(mlx5_wqe_av.dqp_dct)", offset_of!(dv::mlx5_wqe_av, dqp_dct)),
+        ("offsetof(mlx5_wqe_av.stat_rate_sl)", offset_of!(dv::mlx5_wqe_av, stat_rate_sl)),
+        ("offsetof(mlx5_wqe_av.fl_mlid)", offset_of!(dv::mlx5_wqe_av, fl_mlid)),
+        ("offsetof(mlx5_wqe_av.rlid)", offset_of!(dv::mlx5_wqe_av, rlid)),
+        ("offsetof(mlx5_wqe_av.reserved0)", offset_of!(dv::mlx5_wqe_av, reserved0)),
+        ("offsetof(mlx5_wqe_av.rmac)", offset_of!(dv::mlx5_wqe_av, rmac)),
+        ("offsetof(mlx5_wqe_av.tclass)", offset_of!(dv::mlx5_wqe_av, tclass)),
+        ("offsetof(mlx5_wqe_av.hop_limit)", offset_of!(dv::mlx5_wqe_av, hop_limit)),
+        ("offsetof(mlx5_wqe_av.grh_gid_fl)", offset_of!(dv::mlx5_wqe_av, grh_gid_fl)),
+        ("offsetof(mlx5_wqe_av.rgid)", offset_of!(dv::mlx5_wqe_av, rgid)),
     ];
     let oracle = mlx5dv_facts();
     for (name, v) in &facts {
@@ -1175,4 +1204,250 @@ fn doorbell_is_the_first_8_bytes_of_rdma_cores_ctrl_segment() {
             Ok(())
         })
         .unwrap();
+}
+
+// ---------------------------------------------------------------------------
+// DC: the datagram segment and whole DC WQEs
+// ---------------------------------------------------------------------------
+
+extern "C" {
+    // device/src/host_only/wire_layout.cpp: mlx5/wqe.h's emit_dc_wqe and
+    // wire.h's setters.
+    fn rust_gin_wire_build_dc_wqe(
+        req: *const rust_gin_mlx5_request,
+        ticket: u64,
+        qpn: u32,
+        cq_update: i32,
+        av48: *const u8,
+        out128: *mut u8,
+    ) -> i32;
+    #[allow(clippy::too_many_arguments)]
+    fn rust_gin_wire_set_dgram_seg(
+        out48: *mut u8,
+        key: u64,
+        dqp_dct: u32,
+        ext: u8,
+        stat_rate_sl: u8,
+        fl_mlid: u8,
+        rlid: u16,
+        rmac: *const u8,
+        tclass: u8,
+        hop_limit: u8,
+        grh_gid_fl: u32,
+        rgid: *const u8,
+    );
+    fn rust_gin_wire_set_dc_addr(out48: *mut u8, ah_av48: *const u8, dctn: u32, dc_key: u64);
+}
+
+/// An address handle's AV with a distinct value in every field.
+fn sample_av(seed: u64) -> DatagramSeg {
+    let b = seed.to_le_bytes();
+    DatagramSeg {
+        dc_key: 0,
+        dqp_dct: 0,
+        ext: false,
+        stat_rate_sl: b[0] ^ 0x11,
+        fl_mlid: b[1] ^ 0x22,
+        rlid: 0x3344 ^ seed as u16,
+        rmac: [0x02, b[2], b[3], 0x44, 0x55, 0x66],
+        tclass: b[4] ^ 0x77,
+        hop_limit: 0x40 ^ b[5],
+        grh_gid_fl: 0x4000_0000 | (seed as u32 & 0xfffff),
+        rgid: [0xfe, 0x80, 0, 0, 0, 0, 0, 0, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]],
+    }
+}
+
+/// rdma-core's mlx5dv_set_dgram_seg, through bindgen's wrapper.
+fn rdma_core_dgram(av: &DatagramSeg) -> [u8; 48] {
+    let mut seg = [0u8; 48];
+    let mut rmac = av.rmac;
+    let mut rgid = av.rgid;
+    // SAFETY: a 48-byte buffer is one struct mlx5_wqe_datagram_seg; the
+    // setter reads 6 bytes of rmac and 16 of rgid.
+    unsafe {
+        dv::mlx5dv_set_dgram_seg(
+            seg.as_mut_ptr() as *mut dv::mlx5_wqe_datagram_seg,
+            av.dc_key,
+            av.dqp_dct,
+            av.ext as u8,
+            av.stat_rate_sl,
+            av.fl_mlid,
+            av.rlid,
+            rmac.as_mut_ptr(),
+            av.tclass,
+            av.hop_limit,
+            av.grh_gid_fl,
+            rgid.as_mut_ptr(),
+        )
+    };
+    seg
+}
+
+/// rdma-core's providers/mlx5/qp.c, mlx5_send_wr_set_dc_addr(), on bindgen's
+/// struct: memcpy(&dseg->av, &mah->av, sizeof(dseg->av));
+/// dseg->av.dqp_dct |= htobe32(remote_dctn | MLX5_EXTENDED_UD_AV);
+/// dseg->av.key.dc_key = htobe64(remote_dc_key);
+/// (rdma-core 691953d8d502f54088f776c5ba2aeed0a5ac945d)
+fn rdma_core_set_dc_addr(ah_av: &[u8; 48], dctn: u32, dc_key: u64) -> [u8; 48] {
+    let mut out = [0u8; 48];
+    // SAFETY: both buffers are one struct mlx5_wqe_av (48 bytes, checked by
+    // the size facts); unaligned accesses go through read/write_unaligned.
+    unsafe {
+        let d = out.as_mut_ptr() as *mut dv::mlx5_wqe_datagram_seg;
+        std::ptr::copy_nonoverlapping(ah_av.as_ptr(), std::ptr::addr_of_mut!((*d).av) as *mut u8, size_of::<dv::mlx5_wqe_av>());
+        let dq = std::ptr::addr_of_mut!((*d).av.dqp_dct);
+        dq.write_unaligned(dq.read_unaligned() | (dctn | dv::MLX5_EXTENDED_UD_AV).to_be());
+        (std::ptr::addr_of_mut!((*d).av.key.dc_key) as *mut u64).write_unaligned(dc_key.to_be());
+    }
+    out
+}
+
+#[test]
+fn datagram_segment_setters_match_rdma_core() {
+    assert_eq!(size_of::<dv::mlx5_wqe_datagram_seg>(), DATAGRAM_SEG_SIZE);
+    for seed in [0u64, 1, 0x0123_4567_89ab_cdef, u64::MAX] {
+        let mut av = sample_av(seed);
+        av.dc_key = seed ^ 0xdc00_0000_0000_00dc;
+        av.dqp_dct = (seed as u32) & 0xff_ffff;
+        av.ext = seed & 1 == 0;
+        let oracle = rdma_core_dgram(&av);
+        assert_eq!(av.encode(), oracle, "DatagramSeg::encode vs mlx5dv_set_dgram_seg (seed {seed:#x})");
+        assert_eq!(DatagramSeg::parse(&oracle), av, "DatagramSeg::parse of rdma-core's bytes");
+        let mut cxx = [0u8; 48];
+        // SAFETY: 48-byte output, 6-byte rmac, 16-byte rgid.
+        unsafe {
+            rust_gin_wire_set_dgram_seg(
+                cxx.as_mut_ptr(),
+                av.dc_key,
+                av.dqp_dct,
+                av.ext as u8,
+                av.stat_rate_sl,
+                av.fl_mlid,
+                av.rlid,
+                av.rmac.as_ptr(),
+                av.tclass,
+                av.hop_limit,
+                av.grh_gid_fl,
+                av.rgid.as_ptr(),
+            )
+        };
+        assert_eq!(cxx, oracle, "wire.h set_dgram_seg vs mlx5dv_set_dgram_seg (seed {seed:#x})");
+
+        // set_dc_addr over an address handle's AV (no DCT, no key yet).
+        let ah = rdma_core_dgram(&sample_av(seed));
+        for (dctn, key) in [(0x1u32, 0u64), (0xab_cdef, 0x0102_0304_0506_0708), (0xff_ffff, u64::MAX)] {
+            let oracle = rdma_core_set_dc_addr(&ah, dctn, key);
+            let twin = DatagramSeg::parse(&ah).with_dc_addr(dctn, key).encode();
+            assert_eq!(twin, oracle, "DatagramSeg::with_dc_addr vs mlx5_send_wr_set_dc_addr");
+            let mut cxx = [0u8; 48];
+            // SAFETY: 48-byte buffers.
+            unsafe { rust_gin_wire_set_dc_addr(cxx.as_mut_ptr(), ah.as_ptr(), dctn, key) };
+            assert_eq!(cxx, oracle, "wire.h set_dc_addr vs mlx5_send_wr_set_dc_addr");
+            let back = DatagramSeg::parse(&oracle);
+            assert!(back.ext && back.dqp_dct == dctn && back.dc_key == key);
+        }
+    }
+}
+
+/// The DC WQE rdma-core's wr API writes for a request into a zeroed pair of
+/// WQEBBs: ctrl, then the datagram segment (mlx5_send_wr_set_dc_addr), then
+/// what the RC WQE has after its ctrl (transport_seg_sz =
+/// sizeof(struct mlx5_wqe_datagram_seg) in _mlx5_send_wr_rdma /
+/// _mlx5_send_wr_atomic), with DS counting all of it. NOP and DUMP are ours
+/// (no rdma-core DC form): the RC WQE without a CQE, then a DS-1 NOP with
+/// index + 1 that carries the CQE, composed with rdma-core's setters.
+fn rdma_core_dc_wqe(r: &rust_gin_mlx5_request, ticket: u64, qpn: u32, cq_update: bool, av: &[u8; 48]) -> [u8; 128] {
+    let index = (ticket << 1) as u16;
+    let mut out = [0u8; 128];
+    if r.opcode == opcode::NOP || r.opcode == opcode::DUMP {
+        let first = rdma_core_wqe(&Case { req: *r, index, qpn, cq_update: false });
+        out[..64].copy_from_slice(&first);
+        let mut bb = Wqebb([0u8; 64]);
+        let fm = if cq_update { dv::MLX5_WQE_CTRL_CQ_UPDATE as u8 } else { 0 };
+        // SAFETY: one ctrl segment at the start of a 64-byte WQEBB.
+        unsafe {
+            dv::mlx5dv_set_ctrl_seg(bb.0.as_mut_ptr() as *mut _, index.wrapping_add(1), opcode::NOP, 0, qpn, fm, 1, 0, 0)
+        };
+        out[64..].copy_from_slice(&bb.0);
+        return out;
+    }
+    // The RC WQE's segments after ctrl move behind the datagram segment.
+    let rc = rdma_core_wqe(&Case { req: *r, index, qpn, cq_update });
+    let dg = size_of::<dv::mlx5_wqe_datagram_seg>();
+    let ctrl = size_of::<dv::mlx5_wqe_ctrl_seg>();
+    out[ctrl..ctrl + dg].copy_from_slice(av);
+    out[ctrl + dg..ctrl + dg + 64 - ctrl].copy_from_slice(&rc[ctrl..]);
+    let rc_ds = rc[7] & 0x3f;
+    let mut bb = Wqebb([0u8; 64]);
+    // SAFETY: one ctrl segment at the start of a 64-byte WQEBB.
+    unsafe {
+        dv::mlx5dv_set_ctrl_seg(
+            bb.0.as_mut_ptr() as *mut _,
+            index,
+            r.opcode,
+            0,
+            qpn,
+            rdma_core_fm_ce_se(r.flags, cq_update),
+            rc_ds + (dg / 16) as u8,
+            0,
+            if r.opcode == opcode::RDMA_WRITE_IMM { r.imm } else { 0 },
+        )
+    };
+    out[..ctrl].copy_from_slice(&bb.0[..ctrl]);
+    out
+}
+
+fn device_dc_wqe(r: &rust_gin_mlx5_request, ticket: u64, qpn: u32, cq_update: bool, av: &[u8; 48]) -> [u8; 128] {
+    #[repr(C, align(16))]
+    struct Out([u8; 128]);
+    let mut out = Out([0u8; 128]);
+    // SAFETY: one request, a 48-byte AV, a 16-aligned 128-byte output.
+    let s = unsafe { rust_gin_wire_build_dc_wqe(r, ticket, qpn, cq_update as i32, av.as_ptr(), out.0.as_mut_ptr()) };
+    assert_eq!(s, 0, "the device refused {r:?}");
+    out.0
+}
+
+#[test]
+fn every_dc_wqe_shape_matches_rdma_core_byte_for_byte() {
+    let av = rdma_core_set_dc_addr(&rdma_core_dgram(&sample_av(0x5151)), 0x00ab_cdef, 0x1122_3344_5566_7788);
+    let mut n = 0;
+    for &(op, inline_len) in SHAPES {
+        for flags in [0, FLAG_FENCE, FLAG_SMALL_FENCE | FLAG_SOLICITED, FLAG_SIGNALED] {
+            for cq_update in [false, true] {
+                // Tickets whose WQEBB index wraps the 16-bit counter.
+                for ticket in [0u64, 1, 0x7fff, 0x8000, 0xffff, 0x1_2345] {
+                    for qpn in [1u32, 0x00ff_ffff] {
+                        let r = request(op, inline_len, flags);
+                        let oracle = rdma_core_dc_wqe(&r, ticket, qpn, cq_update, &av);
+                        let dev = device_dc_wqe(&r, ticket, qpn, cq_update, &av);
+                        assert_eq!(
+                            dev.to_vec(),
+                            oracle.to_vec(),
+                            "DC WQE op {op:#x} inline {inline_len} flags {flags:#x} cq {cq_update} ticket {ticket:#x}"
+                        );
+                        // The NIC sees a WQE that fits its two WQEBBs.
+                        let ds = (dev[7] & 0x3f) as usize;
+                        assert!(ds * 16 <= 128 && ds >= 1);
+                        n += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(n, SHAPES.len() * 4 * 2 * 6 * 2);
+}
+
+/// The DC oracle is not blind: the AV, the DCT number and the key each
+/// reach the bytes, and a device builder that skipped the datagram segment
+/// (an RC WQE in the first WQEBB) is told apart.
+#[test]
+fn the_dc_wqe_oracle_sees_the_address() {
+    let ah = rdma_core_dgram(&sample_av(7));
+    let r = request(opcode::RDMA_WRITE, 0, 0);
+    let base = rdma_core_dc_wqe(&r, 3, 0x99, true, &rdma_core_set_dc_addr(&ah, 0x10, 0x20));
+    assert_ne!(base, rdma_core_dc_wqe(&r, 3, 0x99, true, &rdma_core_set_dc_addr(&ah, 0x11, 0x20)), "DCT number");
+    assert_ne!(base, rdma_core_dc_wqe(&r, 3, 0x99, true, &rdma_core_set_dc_addr(&ah, 0x10, 0x21)), "DC key");
+    assert_ne!(base, rdma_core_dc_wqe(&r, 3, 0x99, true, &rdma_core_set_dc_addr(&rdma_core_dgram(&sample_av(8)), 0x10, 0x20)), "AV");
+    let rc = rdma_core_wqe(&Case { req: r, index: 6, qpn: 0x99, cq_update: true });
+    assert_ne!(base[..64], rc[..], "a DC WQE is not the RC WQE");
 }

@@ -262,20 +262,20 @@ RG_EXTERN_C RG_DEV int rust_gin_flush(const void* handle, uint32_t context, uint
   int first_error = RUST_GIN_OK;
   // Lanes walk their peers (coop_rank, coop_rank + coop_size, ...) in step,
   // a lane with no peer left sitting a step out, so that lanes which reach
-  // one queue together share its flush. Start every flush first, then wait:
-  // the peers' NICs work in parallel.
+  // one queue together share its flush (DC: the peers of one DCI share it).
+  // Start every flush first, then wait: the peers' NICs work in parallel.
   const uint64_t nranks = x.h->nranks;
   // Ranks the context set has no queue pair to (a v15 peer array) have
   // nothing to flush.
   for (uint64_t p = coop_rank; wave::any(p < nranks); p += coop_size) {
     const bool mine = p < nranks && connected(x, static_cast<uint32_t>(p));
     uint64_t target = 0;
-    s = gin::flush_target(mine ? &peer_of(x, static_cast<uint32_t>(p))->sq : nullptr, mine, &target);
+    s = gin::flush_target(mine ? queue_of(x, static_cast<uint32_t>(p)) : nullptr, mine, &target);
     if (mine && s && !first_error) first_error = s;
   }
   for (uint64_t p = coop_rank; wave::any(p < nranks); p += coop_size) {
     const bool mine = p < nranks && connected(x, static_cast<uint32_t>(p));
-    const rust_gin_mlx5_sq* q = mine ? &peer_of(x, static_cast<uint32_t>(p))->sq : nullptr;
+    const rust_gin_mlx5_sq* q = mine ? queue_of(x, static_cast<uint32_t>(p)) : nullptr;
     uint64_t target = 0;
     if (gin::flush_target(q, mine, &target) || !mine) continue;
     SendQueue sq(q);
@@ -294,7 +294,7 @@ RG_EXTERN_C RG_DEV int rust_gin_flush_async(const void* handle, uint32_t context
   if (s) return s;
   if ((s = check_peer(x, peer))) return s;
   uint64_t target = 0;
-  s = gin::flush_target(&peer_of(x, peer)->sq, true, &target);
+  s = gin::flush_target(queue_of(x, peer), true, &target);
   out->context = context;
   out->peer = peer;
   out->target = target;
@@ -308,7 +308,7 @@ RG_EXTERN_C RG_DEV int rust_gin_wait(const void* handle, rust_gin_request reques
   int s = resolve(handle, request.context, &x);
   if (s) return s;
   if ((s = check_peer(x, request.peer))) return s;
-  SendQueue sq(&peer_of(x, request.peer)->sq);
+  SendQueue sq(queue_of(x, request.peer));
   Bound bound(x.h->timeout_ns, abort_flag, timeout_cycles);
   return sq.wait_done(request.target, RUST_GIN_WAIT_FLUSH, bound);
 }

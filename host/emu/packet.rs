@@ -134,6 +134,8 @@ pub struct Packet {
     pub dst_qpn: u32,
     /// The requester's message number, echoed in responses.
     pub msg: u64,
+    /// DC: the DC key of the request (the DCT checks it); 0 otherwise.
+    pub dc_key: u64,
     pub body: Body,
 }
 
@@ -194,6 +196,7 @@ impl Packet {
         w.u32(self.src_qpn);
         w.u32(self.dst_qpn);
         w.u64(self.msg);
+        w.u64(self.dc_key);
         match &self.body {
             Body::Write { raddr, rkey, total, offset, last, imm, data } => {
                 w.u8(T_WRITE);
@@ -242,6 +245,7 @@ impl Packet {
     pub fn decode(b: &[u8]) -> Option<Packet> {
         let mut r = Reader(b, 0);
         let (src_node, dst_node, src_qpn, dst_qpn, msg) = (r.u32()?, r.u32()?, r.u32()?, r.u32()?, r.u64()?);
+        let dc_key = r.u64()?;
         let body = match r.u8()? {
             T_WRITE => {
                 let (raddr, rkey, total, offset) = (r.u64()?, r.u32()?, r.u64()?, r.u64()?);
@@ -265,7 +269,7 @@ impl Packet {
             T_ATOMIC_RESP => Body::AtomicResponse { old: r.u64()? },
             _ => return None,
         };
-        Some(Packet { src_node, dst_node, src_qpn, dst_qpn, msg, body })
+        Some(Packet { src_node, dst_node, src_qpn, dst_qpn, msg, dc_key, body })
     }
 }
 

@@ -41,6 +41,8 @@ pub struct EmuQp {
     doorbell: HostDoorbell,
     /// Held until the QP is destroyed (dropped after `drop` ran).
     _page: Arc<UarPage>,
+    /// A DC initiator (every WQE two WQEBBs, carrying its target).
+    pub dci: bool,
 }
 
 impl EmuQp {
@@ -51,6 +53,20 @@ impl EmuQp {
 
     /// A QP on `page` (which may carry other QPs' doorbells too).
     pub fn create_on(nic: &EmuNic, pd: u32, mem: QueueMem, page: Arc<UarPage>) -> Result<EmuQp, NicError> {
+        Self::create_as(nic, pd, mem, page, false)
+    }
+
+    /// A DC initiator on a UAR page of its own, INIT -> RTR -> RTS at once
+    /// (it has no remote).
+    pub fn create_dci(nic: &EmuNic, pd: u32, mem: QueueMem) -> Result<EmuQp, NicError> {
+        let qp = Self::create_as(nic, pd, mem, UarPage::new(nic), true)?;
+        nic.modify_qp(qp.qpn, QpState::Init, None)?;
+        nic.modify_qp(qp.qpn, QpState::Rtr, None)?;
+        nic.modify_qp(qp.qpn, QpState::Rts, None)?;
+        Ok(qp)
+    }
+
+    fn create_as(nic: &EmuNic, pd: u32, mem: QueueMem, page: Arc<UarPage>, dci: bool) -> Result<EmuQp, NicError> {
         let host = |b: &crate::gpu::GpuBuf| {
             b.host_addr().ok_or_else(|| NicError::BadArgument("the emulated NIC needs host-visible queue memory".into()))
         };
@@ -69,9 +85,9 @@ impl EmuQp {
             uar,
         };
         // SAFETY: as above, for the send queue and its record.
-        let qpn = unsafe { nic.create_qp(qp_spec)? };
+        let qpn = unsafe { if dci { nic.create_dci(qp_spec)? } else { nic.create_qp(qp_spec)? } };
         let doorbell = nic.host_doorbell(qpn)?;
-        Ok(EmuQp { nic: nic.clone(), qpn, cqn, uar, mem, doorbell, _page: page })
+        Ok(EmuQp { nic: nic.clone(), qpn, cqn, uar, mem, doorbell, dci, _page: page })
     }
 
     /// INIT -> RTR (towards `remote`) -> RTS.
@@ -85,7 +101,15 @@ impl EmuQp {
         (self.uar + UAR_DB_OFFSET) as u64
     }
 
+    /// A DC initiator's has wqe_shift 1 and no dc_targets yet (the owner of
+    /// the target table sets them).
     pub fn descriptor(&self, peer: u32, error: u64, timeout_ns: u64) -> rust_gin_mlx5_sq {
+        if self.dci {
+            let mut d =
+                self.mem.dci_descriptor(self.qpn, self.cqn, self.doorbell_addr(), self.doorbell.addr(), error, timeout_ns, 0);
+            d.peer = peer;
+            return d;
+        }
         self.mem.descriptor(self.qpn, self.cqn, self.doorbell_addr(), self.doorbell.addr(), peer, error, timeout_ns)
     }
 }

@@ -3,8 +3,8 @@
 //! NIC reports, never a panic (tests/emu_fuzz.rs feeds it random bytes).
 
 use crate::mlx5::wire::{
-    ctrl, opcode, syndrome, AtomicSeg, CtrlSeg, DataSeg, RaddrSeg, INLINE_SEG, INVALID_LKEY, SEND_DS_BYTES,
-    SEND_WQE_BB,
+    ctrl, opcode, syndrome, AtomicSeg, CtrlSeg, DataSeg, DatagramSeg, RaddrSeg, DATAGRAM_SEG_SIZE, INLINE_SEG,
+    INVALID_LKEY, SEND_DS_BYTES, SEND_WQE_BB,
 };
 
 /// One entry of a gather or scatter list.
@@ -141,6 +141,33 @@ pub const MAX_MESSAGE: u64 = 1 << 31;
 /// Decodes the WQE in `bytes` (its WQEBBs, gathered in order from the ring),
 /// expected at producer index `index` of QP `qpn`.
 pub fn decode(bytes: &[u8], index: u16, qpn: u32) -> Result<Wqe<'_>, WqeError> {
+    decode_with(bytes, index, qpn, 0)
+}
+
+/// Decodes a DC initiator's WQE: WRITE, READ and atomics carry the
+/// datagram segment (the target's address vector, DCT number and DC key)
+/// right after the control segment, as rdma-core's mlx5_send_wr_set_dc_addr
+/// writes it; NOP and DUMP go nowhere and carry none. Returns the target
+/// (None for those) with the operation.
+pub fn decode_dc(bytes: &[u8], index: u16, qpn: u32) -> Result<(Wqe<'_>, Option<DatagramSeg>), WqeError> {
+    let local = bytes.len() >= 16 && matches!(CtrlSeg::parse(&bytes[..16]).opcode, opcode::NOP | opcode::DUMP);
+    if local {
+        return decode_with(bytes, index, qpn, 0).map(|w| (w, None));
+    }
+    let w = decode_with(bytes, index, qpn, DATAGRAM_SEG_SIZE)?;
+    let av = DatagramSeg::parse(&bytes[16..16 + DATAGRAM_SEG_SIZE]);
+    if !av.ext {
+        // The 48-byte AV without its "extended" bit is not what a DCI's
+        // WQE holds (the NIC would read a short AV): refused as malformed.
+        let e = err(syndrome::LOCAL_QP_OP_ERR, "datagram segment without MLX5_EXTENDED_UD_AV", w.wqebbs, w.ctrl.opcode);
+        return Err(e);
+    }
+    Ok((w, Some(av)))
+}
+
+/// `transport` bytes of transport segment (DC: the datagram segment) sit
+/// between the control segment and the rest.
+fn decode_with(bytes: &[u8], index: u16, qpn: u32, transport: usize) -> Result<Wqe<'_>, WqeError> {
     if bytes.len() < 16 {
         return Err(err(syndrome::LOCAL_QP_OP_ERR, "WQE shorter than a control segment", 1, 0));
     }
@@ -166,7 +193,11 @@ pub fn decode(bytes: &[u8], index: u16, qpn: u32) -> Result<Wqe<'_>, WqeError> {
     if bytes.len() < need {
         return fail(syndrome::LOCAL_QP_OP_ERR, format!("DS {} runs past the bytes given", c.ds));
     }
-    let segs = &bytes[16..need];
+    if need < 16 + transport {
+        return fail(syndrome::LOCAL_QP_OP_ERR, format!("DS {} leaves no room for the datagram segment", c.ds));
+    }
+    let segs = &bytes[16 + transport..need];
+    let tds = (transport / SEND_DS_BYTES) as u8;
     let op = match c.opcode {
         opcode::NOP => WqeOp::Nop,
         opcode::RDMA_WRITE | opcode::RDMA_WRITE_IMM => {
@@ -194,8 +225,8 @@ pub fn decode(bytes: &[u8], index: u16, qpn: u32) -> Result<Wqe<'_>, WqeError> {
             WqeOp::Read { raddr: r.raddr, rkey: r.rkey, scatter }
         }
         opcode::ATOMIC_FA | opcode::ATOMIC_CS => {
-            if c.ds != 4 {
-                return fail(syndrome::LOCAL_QP_OP_ERR, format!("atomic WQE with DS {} (expected 4)", c.ds));
+            if c.ds != 4 + tds {
+                return fail(syndrome::LOCAL_QP_OP_ERR, format!("atomic WQE with DS {} (expected {})", c.ds, 4 + tds));
             }
             let r = RaddrSeg::parse(&segs[0..16]);
             let a = AtomicSeg::parse(&segs[16..32]);

@@ -16,10 +16,12 @@
 //! and exchanged instead (docs/nic-families.md, section 7).
 
 use crate::session::comm::CollComm;
+use crate::config::Transport;
+use crate::session::dc::DcMesh;
 use crate::session::mesh::{PeerSet, QpMesh};
 use crate::session::rails::{on_rail, rail_of, RailSet};
 use crate::abi::{
-    rust_gin_context, rust_gin_error, rust_gin_handle, rust_gin_mlx5_sq, rust_gin_peer,
+    rust_gin_context, rust_gin_dc_peer, rust_gin_error, rust_gin_handle, rust_gin_mlx5_sq, rust_gin_peer,
     RUST_GIN_DEVICE_ABI_VERSION, RUST_GIN_HANDLE_MAGIC,
 };
 use crate::device::DeviceError;
@@ -30,7 +32,7 @@ use crate::ffi::nccl::{NcclNetDeviceHandle, NCCL_NET_DEVICE_GIN_RUST};
 use crate::gpu::{GpuBuf, Object};
 use crate::mlx5::queue::log_depth_for;
 use crate::provider::caps::SignalMode;
-use crate::provider::{Access, MemoryRegion, QueuePair};
+use crate::provider::{Access, DcTarget, MemoryRegion, QueuePair};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -122,6 +124,10 @@ pub struct GinContext {
     handle: GpuBuf,
     _contexts: GpuBuf,
     _peers: GpuBuf,
+    /// DC: the contexts' DCI descriptors (rust_gin_mlx5_sq[n_contexts * n_dci]).
+    _dcis: GpuBuf,
+    /// DC: this rank's DC target per rail.
+    _dcts: Vec<Box<dyn DcTarget>>,
     error: GpuBuf,
     signals: GpuBuf,
     _offsets: GpuBuf,
@@ -214,15 +220,39 @@ impl GinContext {
             sink_mrs.push(mr.map_err(|e| on_rail(e, &at("sink")))?);
         }
 
-        // Tell every peer the QPs meant for it, where our signals land
-        // (address and rkey per rail) and our signal mode.
+        // Tell every peer the QPs meant for it (RC) or our DC target (DC),
+        // where our signals land (address and rkey per rail) and our signal
+        // mode.
         let tables: Vec<(u64, u32)> = signals_mrs.iter().map(|mr| (mr.addr(), mr.rkey())).collect();
         let sig = signal_record(&tables, mode);
-        let mesh =
-            QpMesh::build(&coll, nctx, settings.log_depth, settings.traffic_class, cfg.rings_in_device_memory, &sig, peers)?;
+        let dc = cfg.transport == Transport::Dc;
+        let (qps, extras, dcts, dc_mesh, connected) = if dc {
+            let m = DcMesh::build(
+                &coll,
+                nctx,
+                cfg.dcis,
+                settings.log_depth,
+                settings.traffic_class,
+                cfg.rings_in_device_memory,
+                &sig,
+            )?;
+            let DcMesh { dcis, dcts, extras, targets, n_dci } = m;
+            (dcis, extras, dcts, Some((targets, n_dci)), peers)
+        } else {
+            let mesh = QpMesh::build(
+                &coll,
+                nctx,
+                settings.log_depth,
+                settings.traffic_class,
+                cfg.rings_in_device_memory,
+                &sig,
+                peers,
+            )?;
+            (mesh.qps, mesh.extras, Vec::new(), None, mesh.peers)
+        };
         // remote_signals[rank][rail]
         let mut remote_signals = Vec::with_capacity(nranks as usize);
-        for m in &mesh.extras {
+        for m in &extras {
             // Empty for a rank not connected: its signals are never addressed.
             let per_rail: Vec<(u64, u32)> = (0..nrails)
                 .map(|k| {
@@ -236,7 +266,7 @@ impl GinContext {
         }
         // Both ends must agree: a slot write into a peer's signal table, or
         // an atomic into its slots, would corrupt its signals.
-        for (p, m) in mesh.extras.iter().enumerate() {
+        for (p, m) in extras.iter().enumerate() {
             let Some(&theirs) = m.get(12 * nrails) else { continue };
             if u32::from(theirs) != mode.abi() {
                 let named = SignalMode::from_abi(theirs.into()).map_or("unknown", |m| m.name());
@@ -247,10 +277,7 @@ impl GinContext {
                 )));
             }
         }
-        let connected = mesh.peers;
         let npeers = connected.len() as u32;
-        let qps = mesh.qps;
-        let qp = |c: u32, s: u32| &qps[(c * npeers + s) as usize];
         // Per queue, one u32 per WQEBB naming the counter of the put whose
         // last WQE sits there; per context, a bit per peer with counted puts
         // outstanding (abi/mlx5_queue.h, abi/gin.h).
@@ -267,42 +294,80 @@ impl GinContext {
         }
 
         let timeout_ns = cfg.timeout_ns();
-        let peers = alloc.alloc(std::mem::size_of::<rust_gin_peer>() * (nctx * nranks) as usize, 64, Object::Peers)?;
+        let counters_of = |c: u32| counters.dev_addr() + (c as usize * u64s(settings.n_counters)) as u64;
+        let nsig = settings.n_signals.max(1) as u64;
+        let signal_raddr = |p: u32, c: u32, rail: usize| {
+            let base = remote_signals[p as usize][rail].0;
+            match mode {
+                // The peer's signal table for context c.
+                SignalMode::RemoteAtomic => base + 8 * (c as u64) * nsig,
+                // Our row of the peer's slot table for context c.
+                SignalMode::SlotWrite => base + 8 * nsig * ((c as u64) * nranks as u64 + rank as u64),
+            }
+        };
+        let peer_bytes = if dc { std::mem::size_of::<rust_gin_dc_peer>() } else { std::mem::size_of::<rust_gin_peer>() };
+        let peers_buf = alloc.alloc(peer_bytes * (nctx * nranks) as usize, 64, Object::Peers)?;
+        let n_dci = dc_mesh.as_ref().map_or(0, |m| m.1);
+        let dcis_buf = alloc.alloc(std::mem::size_of::<rust_gin_mlx5_sq>() * (nctx * n_dci).max(1) as usize, 64, Object::Peers)?;
         let contexts = alloc.alloc(std::mem::size_of::<rust_gin_context>() * nctx as usize, 64, Object::Contexts)?;
         let per_ctx_slots = u64s(settings.n_signals) * nranks as usize;
         for c in 0..nctx {
             let rail = rail_of(c, nrails);
             let sink_lkey = sink_mrs[rail].lkey();
-            for p in 0..nranks {
-                let (base, rkey) = remote_signals[p as usize][rail];
-                // A rank outside a v15 peer array gets a descriptor without
-                // queue state: the device refuses operations to it
-                // (RUST_GIN_ARG_PEER_NOT_CONNECTED) and flushes skip it.
-                let sq = match connected.slot(p) {
-                    Some(s) => qp(c, s)
-                        .descriptor(p, error.dev_addr(), timeout_ns)
+            let peers_at = peers_buf.dev_addr() + (peer_bytes * (c * nranks) as usize) as u64;
+            let dcis_at = dcis_buf.dev_addr() + (std::mem::size_of::<rust_gin_mlx5_sq>() * (c * n_dci) as usize) as u64;
+            if let Some((targets, _)) = &dc_mesh {
+                // DC: 64 bytes per peer (its DCT's datagram segment, its
+                // signal table), the context's DCIs pointing at them.
+                for p in 0..nranks {
+                    let reach = connected.slot(p).is_some();
+                    let av = if reach {
+                        DcMesh::datagram_of(&coll, targets, rail, p).map_err(|e| {
+                            on_rail(e, &format!("context {c}: the DC address of rank {p}"))
+                        })?
+                    } else {
+                        [0u8; 48]
+                    };
+                    let d = rust_gin_dc_peer {
+                        av,
+                        signal_raddr: if reach { signal_raddr(p, c, rail) } else { 0 },
+                        signal_rkey: if reach { remote_signals[p as usize][rail].1 } else { 0 },
+                        connected: reach as u32,
+                    };
+                    peers_buf.write_pod(peer_bytes * (c * nranks + p) as usize, &d);
+                }
+                for i in 0..n_dci {
+                    let k = (c * n_dci + i) as usize;
+                    let mut d = qps[k]
+                        .descriptor(rank, error.dev_addr(), timeout_ns)
                         .with_read_flush(sink.dev_addr() + crate::mlx5::queue::SINK_FLUSH_BYTE, sink_lkey)
-                        .with_counters(
-                            log_at[(c * npeers + s) as usize],
-                            counters.dev_addr() + (c as usize * u64s(settings.n_counters)) as u64,
-                        ),
-                    None => rust_gin_mlx5_sq { peer: p, error: error.dev_addr(), ..Default::default() },
-                };
-                let nsig = settings.n_signals.max(1) as u64;
-                let signal_raddr = match mode {
-                    // The peer's signal table for context c.
-                    SignalMode::RemoteAtomic => base + 8 * (c as u64) * nsig,
-                    // Our row of the peer's slot table for context c.
-                    SignalMode::SlotWrite => base + 8 * nsig * ((c as u64) * nranks as u64 + rank as u64),
-                };
-                let d = rust_gin_peer { sq, signal_raddr, signal_rkey: rkey, reserved: 0 };
-                peers.write_pod(std::mem::size_of::<rust_gin_peer>() * (c * nranks + p) as usize, &d);
+                        .with_counters(log_at[k], counters_of(c));
+                    d.dc_targets = peers_at;
+                    dcis_buf.write_pod(std::mem::size_of::<rust_gin_mlx5_sq>() * k, &d);
+                }
+            } else {
+                let qp = |c: u32, s: u32| &qps[(c * npeers + s) as usize];
+                for p in 0..nranks {
+                    let (_, rkey) = remote_signals[p as usize][rail];
+                    // A rank outside a v15 peer array gets a descriptor without
+                    // queue state: the device refuses operations to it
+                    // (RUST_GIN_ARG_PEER_NOT_CONNECTED) and flushes skip it.
+                    let sq = match connected.slot(p) {
+                        Some(s) => qp(c, s)
+                            .descriptor(p, error.dev_addr(), timeout_ns)
+                            .with_read_flush(sink.dev_addr() + crate::mlx5::queue::SINK_FLUSH_BYTE, sink_lkey)
+                            .with_counters(log_at[(c * npeers + s) as usize], counters_of(c)),
+                        None => rust_gin_mlx5_sq { peer: p, error: error.dev_addr(), ..Default::default() },
+                    };
+                    let d = rust_gin_peer { sq, signal_raddr: signal_raddr(p, c, rail), signal_rkey: rkey, reserved: 0 };
+                    peers_buf.write_pod(peer_bytes * (c * nranks + p) as usize, &d);
+                }
             }
             let ctx = rust_gin_context {
-                peers: peers.dev_addr() + (std::mem::size_of::<rust_gin_peer>() * (c * nranks) as usize) as u64,
+                peers: peers_at,
                 signals: signals.dev_addr() + (c as usize * u64s(settings.n_signals)) as u64,
                 signal_offsets: offsets.dev_addr() + (c as usize * u64s(settings.n_signals)) as u64,
-                counters: counters.dev_addr() + (c as usize * u64s(settings.n_counters)) as u64,
+                counters: counters_of(c),
                 sink: sink.dev_addr(),
                 sink_lkey,
                 n_signals: settings.n_signals,
@@ -313,7 +378,8 @@ impl GinContext {
                 signal_slots: slots.as_ref().map_or(0, |(t, _)| t.dev_addr() + (c as usize * per_ctx_slots) as u64),
                 signal_totals: slots.as_ref().map_or(0, |(_, t)| t.dev_addr() + (c as usize * per_ctx_slots) as u64),
                 signal_mode: mode.abi(),
-                reserved: 0,
+                dcis: if dc { dcis_at } else { 0 },
+                n_dci,
             };
             contexts.write_pod(std::mem::size_of::<rust_gin_context>() * c as usize, &ctx);
         }
@@ -347,7 +413,9 @@ impl GinContext {
             _regions: signals_mrs.into_iter().chain(sink_mrs).collect(),
             handle,
             _contexts: contexts,
-            _peers: peers,
+            _peers: peers_buf,
+            _dcis: dcis_buf,
+            _dcts: dcts,
             error,
             signals,
             _offsets: offsets,

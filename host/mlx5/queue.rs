@@ -16,6 +16,10 @@ pub const CQ_DBREC_OFF: usize = 32;
 /// sink lives in device memory, where get destinations do.
 pub const SINK_FLUSH_BYTE: u64 = 32;
 
+/// log2 of the WQEBBs of one DC initiator WQE (ctrl + 48-byte datagram
+/// segment + up to three more segments: 112 bytes, two WQEBBs).
+pub const DC_WQE_SHIFT: u32 = 1;
+
 /// Queue depths are clamped to this range (WQEBBs).
 pub const MIN_LOG_DEPTH: u32 = 6;
 pub const MAX_LOG_DEPTH: u32 = 15;
@@ -91,11 +95,35 @@ impl QueueMem {
             timeout_ns,
             flush_addr: 0,
             flush_lkey: 0,
-            reserved: 0,
+            wqe_shift: 0,
             host_doorbell,
             counter_log: 0,
             counters: 0,
+            dc_targets: 0,
         }
+    }
+
+    /// The descriptor of this queue as a DC initiator: every WQE (ticket)
+    /// two WQEBBs, so the ring of 2^log_wqe_cnt WQEBBs holds half as many
+    /// tickets; `dc_targets` is the context's rust_gin_dc_peer table
+    /// (abi/mlx5_queue.h, wqe_shift and dc_targets).
+    #[allow(clippy::too_many_arguments)]
+    pub fn dci_descriptor(
+        &self,
+        qpn: u32,
+        cqn: u32,
+        uar_db: u64,
+        host_doorbell: u64,
+        error: u64,
+        timeout_ns: u64,
+        dc_targets: u64,
+    ) -> rust_gin_mlx5_sq {
+        let mut d = self.descriptor(qpn, cqn, uar_db, host_doorbell, u32::MAX, error, timeout_ns);
+        d.wqe_shift = DC_WQE_SHIFT;
+        d.log_wqe_cnt = self.log_wqe_cnt - DC_WQE_SHIFT;
+        d.log_signal_period = d.log_wqe_cnt - 2;
+        d.dc_targets = dc_targets;
+        d
     }
 
     /// The device-side counters, for tests and diagnostics.

@@ -124,6 +124,25 @@ pub const RADDR_SEG_SIZE: usize = 16;
 pub const DATA_SEG_SIZE: usize = 16;
 pub const ATOMIC_SEG_SIZE: usize = 16;
 pub const INLINE_HDR_SIZE: usize = 4;
+/// The DC datagram segment (`struct mlx5_wqe_datagram_seg` = `struct mlx5_wqe_av`).
+pub const DATAGRAM_SEG_SIZE: usize = 48;
+/// `dqp_dct`: the AV is the 48-byte extended form.
+pub const EXTENDED_UD_AV: u32 = 0x8000_0000;
+
+/// Byte offsets inside the datagram segment (`struct mlx5_wqe_av`).
+pub mod av_off {
+    pub const DC_KEY: usize = 0;
+    pub const DQP_DCT: usize = 8;
+    pub const STAT_RATE_SL: usize = 12;
+    pub const FL_MLID: usize = 13;
+    pub const RLID: usize = 14;
+    pub const RESERVED0: usize = 16;
+    pub const RMAC: usize = 20;
+    pub const TCLASS: usize = 26;
+    pub const HOP_LIMIT: usize = 27;
+    pub const GRH_GID_FL: usize = 28;
+    pub const RGID: usize = 32;
+}
 
 fn be32(b: &[u8], at: usize) -> u32 {
     u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
@@ -234,6 +253,71 @@ impl AtomicSeg {
         b[0..8].copy_from_slice(&self.swap_add.to_be_bytes());
         b[8..16].copy_from_slice(&self.compare.to_be_bytes());
         b
+    }
+}
+
+/// The datagram segment of a DC initiator's WQE (`struct mlx5_wqe_av`), as
+/// rdma-core's `mlx5dv_set_dgram_seg` fills it; `dqp_dct` holds the DCT
+/// number (24 bits) and `ext` the [`EXTENDED_UD_AV`] bit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DatagramSeg {
+    pub dc_key: u64,
+    pub dqp_dct: u32,
+    pub ext: bool,
+    pub stat_rate_sl: u8,
+    pub fl_mlid: u8,
+    pub rlid: u16,
+    pub rmac: [u8; 6],
+    pub tclass: u8,
+    pub hop_limit: u8,
+    pub grh_gid_fl: u32,
+    pub rgid: [u8; 16],
+}
+
+impl DatagramSeg {
+    /// The 48 bytes `mlx5dv_set_dgram_seg` writes.
+    pub fn encode(&self) -> [u8; DATAGRAM_SEG_SIZE] {
+        let mut b = [0u8; DATAGRAM_SEG_SIZE];
+        b[av_off::DC_KEY..av_off::DC_KEY + 8].copy_from_slice(&self.dc_key.to_be_bytes());
+        let dqp = ((self.ext as u32) << 31) | self.dqp_dct;
+        b[av_off::DQP_DCT..av_off::DQP_DCT + 4].copy_from_slice(&dqp.to_be_bytes());
+        b[av_off::STAT_RATE_SL] = self.stat_rate_sl;
+        b[av_off::FL_MLID] = self.fl_mlid;
+        b[av_off::RLID..av_off::RLID + 2].copy_from_slice(&self.rlid.to_be_bytes());
+        b[av_off::RMAC..av_off::RMAC + 6].copy_from_slice(&self.rmac);
+        b[av_off::TCLASS] = self.tclass;
+        b[av_off::HOP_LIMIT] = self.hop_limit;
+        b[av_off::GRH_GID_FL..av_off::GRH_GID_FL + 4].copy_from_slice(&self.grh_gid_fl.to_be_bytes());
+        b[av_off::RGID..av_off::RGID + 16].copy_from_slice(&self.rgid);
+        b
+    }
+
+    pub fn parse(b: &[u8]) -> DatagramSeg {
+        let dqp = be32(b, av_off::DQP_DCT);
+        let mut rmac = [0u8; 6];
+        rmac.copy_from_slice(&b[av_off::RMAC..av_off::RMAC + 6]);
+        let mut rgid = [0u8; 16];
+        rgid.copy_from_slice(&b[av_off::RGID..av_off::RGID + 16]);
+        DatagramSeg {
+            dc_key: be64(b, av_off::DC_KEY),
+            dqp_dct: dqp & !EXTENDED_UD_AV,
+            ext: dqp & EXTENDED_UD_AV != 0,
+            stat_rate_sl: b[av_off::STAT_RATE_SL],
+            fl_mlid: b[av_off::FL_MLID],
+            rlid: u16::from_be_bytes([b[av_off::RLID], b[av_off::RLID + 1]]),
+            rmac,
+            tclass: b[av_off::TCLASS],
+            hop_limit: b[av_off::HOP_LIMIT],
+            grh_gid_fl: be32(b, av_off::GRH_GID_FL),
+            rgid,
+        }
+    }
+
+    /// What rdma-core's `mlx5_send_wr_set_dc_addr` writes: the address
+    /// handle's AV (`self`) with `dctn | EXTENDED_UD_AV` or-ed into
+    /// `dqp_dct` and the DC key replaced.
+    pub fn with_dc_addr(&self, dctn: u32, dc_key: u64) -> DatagramSeg {
+        DatagramSeg { dqp_dct: self.dqp_dct | (dctn & !EXTENDED_UD_AV), ext: true, dc_key, ..*self }
     }
 }
 

@@ -3,7 +3,7 @@
 //! process, or as processes sharing memory). Memory is host memory: the
 //! emulated NIC reads and writes what a kernel would.
 
-use super::{check_dev, Access, MemoryRegion, Nic, NicAddress, NicInfo, Provider, QueuePair};
+use super::{check_dev, Access, DcTarget, MemoryRegion, Nic, NicAddress, NicInfo, Provider, QueuePair};
 use crate::abi::rust_gin_mlx5_sq;
 use crate::config::{Config, EmuFabric, EmuProgress, ProviderKind};
 use crate::emu::{EmuNic, EmuQp, Fabric, NicConfig, Region, UarPage, WeakFabric};
@@ -196,6 +196,26 @@ impl QueuePair for EmuQueuePair {
     }
 }
 
+/// A DC target on an emulated NIC; destroyed on drop.
+struct EmuDct {
+    nic: EmuNic,
+    dctn: u32,
+    key: u64,
+}
+impl DcTarget for EmuDct {
+    fn dctn(&self) -> u32 {
+        self.dctn
+    }
+    fn key(&self) -> u64 {
+        self.key
+    }
+}
+impl Drop for EmuDct {
+    fn drop(&mut self) {
+        let _ = self.nic.destroy_dct(self.dctn);
+    }
+}
+
 impl Nic for EmuDevice {
     fn kind(&self) -> ProviderKind {
         ProviderKind::Emu
@@ -243,6 +263,21 @@ impl Nic for EmuDevice {
         };
         let qp = EmuQp::create_on(&self.nic, self.pd, mem, page).map_err(|e| Error::System(format!("emulated NIC: {e}")))?;
         Ok(Box::new(EmuQueuePair(qp)))
+    }
+    fn create_dci(&self, log_depth: u32, _traffic_class: u8, rings_in_device_memory: bool) -> Result<Box<dyn QueuePair>> {
+        let rings = if rings_in_device_memory { RingHome::Device } else { RingHome::Host };
+        // Two WQEBBs per WQE: twice the WQEBBs for the same number of WQEs.
+        let mem = QueueMem::new(&HostMemory, log_depth + crate::mlx5::queue::DC_WQE_SHIFT, rings)?;
+        let qp = EmuQp::create_dci(&self.nic, self.pd, mem).map_err(|e| Error::System(format!("emulated NIC: {e}")))?;
+        Ok(Box::new(EmuQueuePair(qp)))
+    }
+    fn create_dct(&self, key: u64) -> Result<Box<dyn DcTarget>> {
+        Ok(Box::new(EmuDct { nic: self.nic.clone(), dctn: self.nic.create_dct(self.pd, key), key }))
+    }
+    fn dc_address(&self, remote: &NicAddress) -> Result<crate::mlx5::wire::DatagramSeg> {
+        self.check_peer(remote)?;
+        let (_, node) = decode(remote).ok_or_else(|| Error::InvalidArgument("not an emulated-NIC address".into()))?;
+        Ok(crate::emu::nic::dc_address_of(node))
     }
     unsafe fn reg_mr(&self, addr: u64, len: u64, access: Access) -> Result<Box<dyn MemoryRegion>> {
         // Both memory kinds are host memory here, and the emulated NIC pins

@@ -92,6 +92,13 @@ pub struct NicResources {
     pub completion_queue_bytes: usize,
 }
 
+/// A DC target (DCT): one per rank and NIC for a context set with the DC
+/// transport; any peer's DC initiator reaches it with its number and key.
+pub trait DcTarget: Send + Sync {
+    fn dctn(&self) -> u32;
+    fn key(&self) -> u64;
+}
+
 /// One NIC opened by one rank.
 pub trait Nic: Send + Sync {
     fn kind(&self) -> ProviderKind;
@@ -102,6 +109,26 @@ pub trait Nic: Send + Sync {
     /// Where queue memory and GPU-visible objects come from.
     fn allocator(&self) -> Arc<dyn Allocator>;
     fn create_qp(&self, log_depth: u32, traffic_class: u8, rings_in_device_memory: bool) -> Result<Box<dyn QueuePair>>;
+    /// A DC initiator, ready to send (its descriptor has wqe_shift 1; the
+    /// caller sets dc_targets): docs/architecture.md, "DC transport".
+    fn create_dci(&self, _log_depth: u32, _traffic_class: u8, _rings_in_device_memory: bool) -> Result<Box<dyn QueuePair>> {
+        Err(Error::InvalidUsage(format!(
+            "provider {:?} has no DC transport (RCCL_RUST_GIN_TRANSPORT=dc): use rc",
+            self.kind()
+        )))
+    }
+    /// A DC target accepting DC key `key`, in the NIC's protection domain.
+    fn create_dct(&self, _key: u64) -> Result<Box<dyn DcTarget>> {
+        Err(Error::InvalidUsage(format!(
+            "provider {:?} has no DC transport (RCCL_RUST_GIN_TRANSPORT=dc): use rc",
+            self.kind()
+        )))
+    }
+    /// The address vector (datagram segment without DCT number and key) by
+    /// which this NIC's DC initiators reach the NIC at `remote`.
+    fn dc_address(&self, _remote: &NicAddress) -> Result<crate::mlx5::wire::DatagramSeg> {
+        Err(Error::InvalidUsage(format!("provider {:?} has no DC transport", self.kind())))
+    }
     /// Registers [addr, addr+len).
     ///
     /// # Safety

@@ -14,6 +14,7 @@
 //! registrations).
 
 pub mod comm;
+pub mod dc;
 pub mod handle;
 pub mod mesh;
 pub mod properties;

@@ -42,6 +42,24 @@ pub const NO_SIGNAL: rust_gin_signal =
 
 /// The collective part after connect: contexts, windows, operations, checks,
 /// teardown. `sync` is a barrier across ranks.
+/// The transport this process runs on (RCCL_RUST_GIN_TRANSPORT, rc unless
+/// a test binary sets dc: tests/gin_dc.rs) is the one every context of the
+/// handle has: DC initiators, RCCL_RUST_GIN_DCIS of them (default 4), or
+/// none (RC).
+pub fn assert_transport(h: *const c_void) {
+    let dc = std::env::var("RCCL_RUST_GIN_TRANSPORT").is_ok_and(|v| v == "dc");
+    let want = if dc { std::env::var("RCCL_RUST_GIN_DCIS").map_or(4, |v| v.parse().unwrap()) } else { 0 };
+    // SAFETY: a live device handle and its context array (host memory here).
+    unsafe {
+        let handle = &*(h as *const rust_gin_handle);
+        for c in 0..handle.n_contexts as usize {
+            let ctx = &*((handle.contexts as *const rust_gin_context).add(c));
+            assert_eq!(ctx.n_dci, want, "context {c}: DC initiators (RCCL_RUST_GIN_TRANSPORT dc: {dc})");
+            assert_eq!(ctx.dcis != 0, dc);
+        }
+    }
+}
+
 pub fn run_connected(p: &Plugin, r: &Rank, sync: &dyn Fn()) {
     let n = r.nranks as usize;
     let me = r.rank as usize;
@@ -61,6 +79,7 @@ pub fn run_connected(p: &Plugin, r: &Rank, sync: &dyn Fn()) {
     for c in 0..cfg.n_contexts as u32 {
         assert_eq!(context_signal_mode(h, c), want, "context {c}: signal mode");
     }
+    assert_transport(h);
 
     let src = register(p, r.coll, 4096);
     let dst = register(p, r.coll, n * 4096 + n * 8);

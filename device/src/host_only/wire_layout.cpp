@@ -11,6 +11,8 @@
 #include <stdint.h>
 
 #include "rust_gin/mlx5/wire.h"
+#include "rust_gin/abi/error.h"
+#include "rust_gin/mlx5/wqe.h"
 
 using namespace rust_gin::mlx5;
 
@@ -34,6 +36,12 @@ extern const size_t rust_gin_wire_extras_len;
 int rust_gin_wire_cqe_is_sw_owned(uint8_t op_own, uint32_t ci, uint32_t log_cnt);
 uint8_t rust_gin_wire_cqe_opcode(uint8_t op_own);
 uint8_t rust_gin_wire_cqe_owner(uint8_t op_own);
+int rust_gin_wire_build_dc_wqe(const rust_gin_mlx5_request* req, uint64_t ticket, uint32_t qpn, int cq_update,
+                               const void* av48, void* out128);
+void rust_gin_wire_set_dgram_seg(void* out48, uint64_t key, uint32_t dqp_dct, uint8_t ext, uint8_t stat_rate_sl,
+                                 uint8_t fl_mlid, uint16_t rlid, const uint8_t* rmac, uint8_t tclass,
+                                 uint8_t hop_limit, uint32_t grh_gid_fl, const uint8_t* rgid);
+void rust_gin_wire_set_dc_addr(void* out48, const void* ah_av48, uint32_t dctn, uint64_t dc_key);
 }
 
 #define SIZE(o, t) {"sizeof(" #o ")", "sizeof(" #t ")", sizeof(t)}
@@ -85,6 +93,22 @@ const rust_gin_wire_fact rust_gin_wire_facts[] = {
     OFF(mlx5_err_cqe, wqe_counter, Cqe64, wqe_counter),
     OFF(mlx5_err_cqe, signature, Cqe64, signature),
     OFF(mlx5_err_cqe, op_own, Cqe64, op_own),
+    // --- the DC datagram segment (struct mlx5_wqe_datagram_seg = struct mlx5_wqe_av)
+    SIZE(mlx5_wqe_datagram_seg, WqeAv),
+    SIZE(mlx5_wqe_av, WqeAv),
+    CONST(sizeof(mlx5_wqe_av), DATAGRAM_SEG_BYTES),
+    OFF(mlx5_wqe_av, key.dc_key, WqeAv, dc_key),
+    OFF(mlx5_wqe_av, dqp_dct, WqeAv, dqp_dct),
+    OFF(mlx5_wqe_av, stat_rate_sl, WqeAv, stat_rate_sl),
+    OFF(mlx5_wqe_av, fl_mlid, WqeAv, fl_mlid),
+    OFF(mlx5_wqe_av, rlid, WqeAv, rlid),
+    OFF(mlx5_wqe_av, reserved0, WqeAv, reserved0),
+    OFF(mlx5_wqe_av, rmac, WqeAv, rmac),
+    OFF(mlx5_wqe_av, tclass, WqeAv, tclass),
+    OFF(mlx5_wqe_av, hop_limit, WqeAv, hop_limit),
+    OFF(mlx5_wqe_av, grh_gid_fl, WqeAv, grh_gid_fl),
+    OFF(mlx5_wqe_av, rgid, WqeAv, rgid),
+    CONST(MLX5_EXTENDED_UD_AV, EXTENDED_UD_AV),
     // --- queue constants
     CONST(MLX5_SEND_WQE_BB, SEND_WQE_BB),
     CONST(MLX5_SEND_WQE_SHIFT, SEND_WQE_SHIFT),
@@ -152,3 +176,28 @@ int rust_gin_wire_cqe_is_sw_owned(uint8_t op_own, uint32_t ci, uint32_t log_cnt)
 }
 uint8_t rust_gin_wire_cqe_opcode(uint8_t op_own) { return cqe_opcode(op_own); }
 uint8_t rust_gin_wire_cqe_owner(uint8_t op_own) { return cqe_owner(op_own); }
+
+// The DC WQE builder of mlx5/wqe.h (what a DCI's Family::write stores) and
+// the datagram-segment setters of wire.h, for the oracle test.
+int rust_gin_wire_build_dc_wqe(const rust_gin_mlx5_request* req, uint64_t ticket, uint32_t qpn, int cq_update,
+                               const void* av48, void* out128) {
+  if (!req || !av48 || !out128 || !request_valid(*req)) return RUST_GIN_ERR_INVALID;
+  Seg* out = static_cast<Seg*>(out128);
+  Seg av[3];
+  __builtin_memcpy(av, av48, sizeof av);
+  emit_dc_wqe(*req, ticket, qpn, cq_update != 0, av, out);
+  return RUST_GIN_OK;
+}
+void rust_gin_wire_set_dgram_seg(void* out48, uint64_t key, uint32_t dqp_dct, uint8_t ext, uint8_t stat_rate_sl,
+                                 uint8_t fl_mlid, uint16_t rlid, const uint8_t* rmac, uint8_t tclass,
+                                 uint8_t hop_limit, uint32_t grh_gid_fl, const uint8_t* rgid) {
+  WqeAv av = {};  // rdma-core's setter leaves reserved0 as the WQE had it: zero here
+  set_dgram_seg(&av, key, dqp_dct, ext, stat_rate_sl, fl_mlid, rlid, rmac, tclass, hop_limit, grh_gid_fl, rgid);
+  __builtin_memcpy(out48, &av, sizeof av);
+}
+void rust_gin_wire_set_dc_addr(void* out48, const void* ah_av48, uint32_t dctn, uint64_t dc_key) {
+  WqeAv ah, av;
+  __builtin_memcpy(&ah, ah_av48, sizeof ah);
+  set_dc_addr(&av, ah, dctn, dc_key);
+  __builtin_memcpy(out48, &av, sizeof av);
+}

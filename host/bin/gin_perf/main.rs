@@ -53,6 +53,12 @@ enum SignalModeArg {
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
+enum TransportArg {
+    Rc,
+    Dc,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
 enum FormatArg {
     Table,
     Json,
@@ -107,6 +113,11 @@ struct Args {
     /// The proxy path's signals are the RMA plugin's. Default: RCCL_RUST_GIN_SIGNAL_MODE, else auto.
     #[arg(long, value_enum)]
     signal_mode: Option<SignalModeArg>,
+    /// Transport of the direct path: rc (a queue pair per context and peer) or dc (DC initiators per
+    /// context, RCCL_RUST_GIN_DCIS of them, one DC target per rank; RCCL_RUST_GIN_TRANSPORT). The
+    /// proxy path stays RC. docs/architecture.md, "DC transport".
+    #[arg(long, value_enum, default_value = "rc")]
+    transport: TransportArg,
     #[arg(short = 'f', long, value_enum, default_value = "table")]
     format: FormatArg,
     /// Where to write the SVG chart of latency, message rate and bandwidth against size.
@@ -191,6 +202,10 @@ fn run(args: Args) -> Result<(), String> {
             SignalModeArg::Write => SignalModeKnob::Write,
         };
     }
+    config.transport = match args.transport {
+        TransportArg::Rc => rccl_rust_gin::config::Transport::Rc,
+        TransportArg::Dc => rccl_rust_gin::config::Transport::Dc,
+    };
     let emulated = config.provider == ProviderKind::Emu;
     // The RMA plugin (the proxy path) reads its provider from the
     // environment, as it does under RCCL.
@@ -293,6 +308,9 @@ fn run(args: Args) -> Result<(), String> {
     }
     if config.signal_mode != SignalModeKnob::Auto {
         lane_desc += &format!("; direct-path signals: {:?}", config.signal_mode).to_lowercase();
+    }
+    if config.transport == rccl_rust_gin::config::Transport::Dc {
+        lane_desc += &format!("; DC transport on the direct path ({} DCIs per context)", config.dcis);
     }
     let setup = report::Setup {
         emulated,

@@ -443,7 +443,7 @@ impl Inner {
             }
             qp.ci += 1;
             bump(&self.counters.wqebbs_read, 1);
-            self.execute(st, qpn, index, d.signaled, d.opcode, d.op);
+            self.execute(st, qpn, index, d.signaled, d.opcode, d.op, None);
         }
     }
 

@@ -173,8 +173,33 @@ struct Cq {
     family: Option<family::FamilyCq>,
 }
 
+/// A DC target: any DC initiator presenting `key` may address this NIC's
+/// memory regions of protection domain `pd` through it.
+struct Dct {
+    pd: u32,
+    key: u64,
+    /// Requests dropped for a wrong DC key.
+    key_violations: u64,
+    /// The message that failed here (its later packets are dropped):
+    /// (initiator node, initiator QP, message).
+    failed_msg: Option<(u32, u32, u64)>,
+}
+
+/// What a send queue is: an RC QP (one remote QP), or a DC initiator whose
+/// every WQE names its target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Transport {
+    Rc,
+    /// `current`: the target (node, DCT) the DCI is connected to now. A
+    /// WQE for another target waits until everything in flight completed:
+    /// the DCI is reused only once drained (ConnectX does the same; one
+    /// connection at a time per DCI).
+    Dci { current: Option<(u32, u32)> },
+}
+
 struct Qp {
     qpn: u32,
+    transport: Transport,
     /// Where this QP's doorbells arrive (shared with its host doorbell).
     bell: Arc<Bell>,
     spec: QpSpec,
@@ -201,6 +226,7 @@ impl Qp {
             qpn,
             bell: Arc::new(bell),
             spec,
+            transport: Transport::Rc,
             state: QpState::Reset,
             remote: None,
             ci: 0,
@@ -216,6 +242,8 @@ impl Qp {
 struct State {
     mrs: MrTable,
     qps: QpTable,
+    /// DC targets by number (from the QP number space).
+    dcts: HashMap<u32, Dct>,
     cqs: HashMap<u32, Cq>,
     uars: HashMap<usize, crate::mem::DmaBuf>,
     /// QPs with work for the next step (each QP once per run, see mark_dirty).
@@ -398,6 +426,7 @@ impl EmuNic {
             state: Mutex::new(State {
                 mrs: MrTable::default(),
                 qps: QpTable::default(),
+                dcts: HashMap::default(),
                 cqs: HashMap::default(),
                 uars: HashMap::default(),
                 dirty: Vec::new(),
@@ -577,6 +606,46 @@ impl EmuNic {
         Ok(qpn)
     }
 
+    /// A DC initiator over the caller's buffers: like an RC QP, but RTR
+    /// takes no remote and every WQE carries its target's datagram segment
+    /// (wqe::decode_dc).
+    ///
+    /// # Safety
+    /// As [`EmuNic::create_qp`].
+    pub unsafe fn create_dci(&self, spec: QpSpec) -> Result<u32, NicError> {
+        // SAFETY: the caller's contract is create_qp's.
+        let qpn = unsafe { self.create_qp(spec)? };
+        lock(&self.0.inner.state).qps.get_mut(&qpn).expect("just created").transport = Transport::Dci { current: None };
+        Ok(qpn)
+    }
+
+    /// A DC target in protection domain `pd` with DC key `key`; its number
+    /// (24 bits, from the QP number space) is what initiators address.
+    pub fn create_dct(&self, pd: u32, key: u64) -> u32 {
+        let mut st = lock(&self.0.inner.state);
+        st.next_qpn += 1;
+        let dctn = st.next_qpn;
+        st.dcts.insert(dctn, Dct { pd, key, key_violations: 0, failed_msg: None });
+        dctn
+    }
+
+    pub fn destroy_dct(&self, dctn: u32) -> Result<(), NicError> {
+        lock(&self.0.inner.state).dcts.remove(&dctn).map(|_| ()).ok_or(NicError::NoSuchQp(dctn))
+    }
+
+    /// Requests DCT `dctn` dropped for a wrong DC key.
+    pub fn dct_key_violations(&self, dctn: u32) -> Result<u64, NicError> {
+        lock(&self.0.inner.state).dcts.get(&dctn).map(|d| d.key_violations).ok_or(NicError::NoSuchQp(dctn))
+    }
+
+    /// The address vector by which DC initiators reach this NIC (no DCT
+    /// number or key yet: [`wire::DatagramSeg::with_dc_addr`]). RoCE-style:
+    /// GRH present, the node as an IPv4-mapped GID (::ffff:10.N.N.N) and a
+    /// locally administered MAC.
+    pub fn dc_address(&self) -> wire::DatagramSeg {
+        dc_address_of(self.node())
+    }
+
     pub fn destroy_qp(&self, qpn: u32) -> Result<(), NicError> {
         lock(&self.0.inner.state).qps.remove(&qpn).ok_or(NicError::NoSuchQp(qpn))?;
         Ok(())
@@ -599,6 +668,11 @@ impl EmuNic {
             return Err(NicError::BadState { qpn, from: qp.state, to });
         }
         match to {
+            QpState::Rtr if matches!(qp.transport, Transport::Dci { .. }) => {
+                if remote.is_some() {
+                    return Err(NicError::BadArgument("a DC initiator takes its target from each WQE, not at RTR".into()));
+                }
+            }
             QpState::Rtr => {
                 qp.remote = Some(remote.ok_or_else(|| NicError::BadArgument("RTR needs the remote node and QP".into()))?);
             }
@@ -729,6 +803,33 @@ fn poll_loop(weak: Weak<Inner>) {
         hub.woken.store(false, Ordering::Relaxed);
         idle = 0;
     }
+}
+
+/// The emulated NIC's DC address for fabric node `node` (EmuNic::dc_address).
+pub fn dc_address_of(node: u32) -> wire::DatagramSeg {
+    let n = node.to_be_bytes();
+    let mut rgid = [0u8; 16];
+    rgid[10] = 0xff;
+    rgid[11] = 0xff;
+    rgid[12..].copy_from_slice(&n);
+    wire::DatagramSeg {
+        // RoCE, as rdma-core's mlx5_create_ah (providers/mlx5/verbs.c) fills
+        // an AV for Ethernet: grh bit 30 clear (reserved for RoCE), sgid
+        // index 0, hop limit, the destination GID and MAC.
+        grh_gid_fl: 0,
+        hop_limit: 64,
+        rmac: [0x02, 0x00, n[0], n[1], n[2], n[3]],
+        rgid,
+        ..Default::default()
+    }
+}
+
+/// The fabric node a datagram segment addresses, if it is an emulated NIC's
+/// address (the IPv4-mapped GID and the MAC of one node).
+pub fn dc_node_of(av: &wire::DatagramSeg) -> Option<u32> {
+    let node = u32::from_be_bytes(av.rgid[12..16].try_into().ok()?);
+    let want = dc_address_of(node);
+    (av.rgid == want.rgid && av.rmac == want.rmac).then_some(node)
 }
 
 /// QP numbers count up from here, one per QP, never reused.

@@ -98,7 +98,15 @@ impl Inner {
             let count = |n: u64| bump(&self.counters.wqebbs_read, n);
             let index = qp.ci as u16;
             let state = qp.state;
-            let decoded = wqe::decode(bytes, index, qpn);
+            let dci = matches!(qp.transport, Transport::Dci { .. });
+            let (decoded, av) = if dci {
+                match wqe::decode_dc(bytes, index, qpn) {
+                    Ok((w, av)) => (Ok(w), av),
+                    Err(e) => (Err(e), None),
+                }
+            } else {
+                (wqe::decode(bytes, index, qpn), None)
+            };
             let qp = st.qps.get_mut(&qpn).expect("qp");
             if state == QpState::Error {
                 let (skip, op) = match &decoded {
@@ -131,11 +139,36 @@ impl Inner {
                 }
                 _ => {}
             }
+            // A DC initiator's WQE names its target. An address that is no
+            // NIC of this fabric never gets an answer: retries run out.
+            let mut target = None;
+            if let Some(av) = av {
+                let Some(node) = dc_node_of(&av) else {
+                    qp.ci += w.wqebbs as u64;
+                    count(w.wqebbs as u64);
+                    push_done(qp, index, true, w.ctrl.opcode, Status::Err(syndrome::TRANSPORT_RETRY_EXC_ERR));
+                    self.enter_error(qp);
+                    progress = true;
+                    continue;
+                };
+                let to = (node, av.dqp_dct);
+                // DCI reuse: a new target only once the DCI is drained, so
+                // one connection's ACKs never answer another's requests.
+                if let Transport::Dci { current } = &mut qp.transport {
+                    if *current != Some(to) {
+                        if pending(&|_| true) {
+                            return progress;
+                        }
+                        *current = Some(to);
+                    }
+                }
+                target = Some((to.0, to.1, av.dc_key));
+            }
             qp.ci += w.wqebbs as u64;
             count(w.wqebbs as u64);
             progress = true;
             let signaled = wqe::wants_cqe(&w.ctrl);
-            self.execute(st, qpn, index, signaled, w.ctrl.opcode, w.op);
+            self.execute(st, qpn, index, signaled, w.ctrl.opcode, w.op, target);
         }
     }
 
@@ -149,13 +182,27 @@ impl Inner {
         }
     }
 
-    pub(super) fn execute(&self, st: &mut State, qpn: u32, index: u16, signaled: bool, opcode: u8, op: WqeOp) {
+    /// `target`: a DC initiator's (node, DCT, DC key) for this WQE.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn execute(
+        &self,
+        st: &mut State,
+        qpn: u32,
+        index: u16,
+        signaled: bool,
+        opcode: u8,
+        op: WqeOp,
+        target: Option<(u32, u32, u64)>,
+    ) {
         if self.tracing.load(Ordering::Relaxed) {
             self.record_trace(qpn, index, opcode, &op);
         }
         let qp = st.qps.get(&qpn).expect("qp");
         let pd = qp.spec.pd;
-        let remote = qp.remote;
+        let (remote, dc_key) = match target {
+            Some((node, dctn, key)) => (Some((node, dctn)), key),
+            None => (qp.remote, 0),
+        };
         let check_local = |mrs: &MrTable, sges: &[Sge], write: bool| -> Result<(), u8> {
             for s in sges {
                 mrs.check_local(pd, s.lkey, s.addr, s.len, write).map_err(|_| syndrome::LOCAL_PROT_ERR)?;
@@ -221,8 +268,8 @@ impl Inner {
                 let msg = qp.next_msg;
                 qp.next_msg += 1;
                 qp.inflight.push_back(Inflight { msg, index, signaled, opcode, awaits, status: Status::Pending });
-                let (node, rqpn) = remote.expect("RTS QP has a remote");
-                if let Err(e) = self.send_message(&mut st.outbox, qpn, node, rqpn, msg, body) {
+                let (node, rqpn) = remote.expect("an RTS RC QP has a remote, a DCI's WQE a target");
+                if let Err(e) = self.send_message(&mut st.outbox, qpn, node, rqpn, msg, dc_key, body) {
                     tracing::warn!(qpn, error = %e, "emulated NIC: the wire refused a packet");
                     if let Some(entry) = qp.inflight.back_mut() {
                         entry.status = Status::Err(syndrome::TRANSPORT_RETRY_EXC_ERR);
@@ -234,6 +281,7 @@ impl Inner {
     }
 
     /// Sends a request, splitting a WRITE's payload into MTU-sized packets.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn send_message(
         &self,
         outbox: &mut Outbox,
@@ -241,9 +289,10 @@ impl Inner {
         node: u32,
         rqpn: u32,
         msg: u64,
+        dc_key: u64,
         out: Outgoing,
     ) -> Result<(), WireError> {
-        let mk = |body| Packet { src_node: self.node(), dst_node: node, src_qpn: qpn, dst_qpn: rqpn, msg, body };
+        let mk = |body| Packet { src_node: self.node(), dst_node: node, src_qpn: qpn, dst_qpn: rqpn, msg, dc_key, body };
         match out {
             Outgoing::Write { raddr, rkey, total, imm, gather } => {
                 // The payload is read from memory once, straight into the

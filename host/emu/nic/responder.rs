@@ -11,6 +11,7 @@ impl Inner {
             src_qpn: req.dst_qpn,
             dst_qpn: req.src_qpn,
             msg: req.msg,
+            dc_key: 0,
             body,
         };
         if let Err(e) = self.send(outbox, p) {
@@ -28,6 +29,7 @@ impl Inner {
             src_qpn: req.dst_qpn,
             dst_qpn: req.src_qpn,
             msg: req.msg,
+            dc_key: 0,
             body: Body::Ack,
         };
         let Some(qp) = st.qps.get_mut(&req.dst_qpn) else { return };
@@ -59,11 +61,31 @@ impl Inner {
     /// Responder side: executes one request packet.
     pub(super) fn respond(&self, st: &mut State, p: Packet) {
         // One lookup: the QP's protection domain and whether this message
-        // already failed come with the acceptance check.
+        // already failed come with the acceptance check. A DC target (DCT)
+        // accepts any initiator that presents its DC key.
         let qp = st.qps.get(&p.dst_qpn).filter(|q| {
             matches!(q.state, QpState::Rtr | QpState::Rts) && q.remote == Some((p.src_node, p.src_qpn))
         });
-        let Some((pd, failed_msg)) = qp.map(|q| (q.spec.pd, q.failed_msg)) else {
+        let accepted = match qp.map(|q| (q.spec.pd, q.failed_msg)) {
+            Some(a) => Some((a.0, a.1, false)),
+            None => match st.dcts.get_mut(&p.dst_qpn) {
+                Some(d) if d.key == p.dc_key => {
+                    let failed = d.failed_msg.filter(|f| f.0 == p.src_node && f.1 == p.src_qpn).map(|f| (f.0, f.2));
+                    Some((d.pd, failed, true))
+                }
+                Some(d) => {
+                    // A DC key violation: the DCT drops the request and
+                    // counts it (ConnectX: the DCT context's
+                    // access_violations, async event DCT_KEY_VIOLATION =
+                    // 0x1d in Linux include/linux/mlx5/device.h); the
+                    // initiator hears nothing and retries until it gives up.
+                    d.key_violations += 1;
+                    None
+                }
+                None => None,
+            },
+        };
+        let Some((pd, failed_msg, dct)) = accepted else {
             // A real responder drops it and the requester retries until it
             // gives up: report what the requester would end with.
             bump(&self.counters.packets_dropped, 1);
@@ -71,6 +93,17 @@ impl Inner {
                 self.reply(&mut st.outbox, &p, Body::Nak { syndrome: syndrome::TRANSPORT_RETRY_EXC_ERR });
             }
             return;
+        };
+        // A DCT keeps no per-initiator state across messages but the message
+        // that failed (its later packets are dropped).
+        let mark_failed = |st: &mut State, msg: u64| {
+            if dct {
+                if let Some(d) = st.dcts.get_mut(&p.dst_qpn) {
+                    d.failed_msg = Some((p.src_node, p.src_qpn, msg));
+                }
+            } else {
+                st.qps.get_mut(&p.dst_qpn).expect("qp").failed_msg = Some((p.src_node, msg));
+            }
         };
         match &p.body {
             Body::Write { raddr, rkey, total, offset, last, imm, data } => {
@@ -81,7 +114,7 @@ impl Inner {
                 }
                 let check = st.mrs.check_remote(pd, *rkey, *raddr, *total, Access::REMOTE_WRITE);
                 if let Err(e) = check {
-                    st.qps.get_mut(&p.dst_qpn).expect("qp").failed_msg = Some((key.0, p.msg));
+                    mark_failed(st, p.msg);
                     self.flush_ack(st, p.dst_qpn);
                     self.reply(&mut st.outbox, &p, Body::Nak { syndrome: remote_syndrome(e) });
                     return;
@@ -93,13 +126,22 @@ impl Inner {
                 bump(&self.counters.payload_bytes, data.len() as u64);
                 if *last {
                     if let Some(imm) = imm {
-                        if let Err(s) = self.deliver_imm(st, p.dst_qpn, *imm, *total as u32) {
+                        // A DCT has no receive queue here: WRITE with
+                        // immediate to it is a remote operation error.
+                        let delivered =
+                            if dct { Err(syndrome::REMOTE_OP_ERR) } else { self.deliver_imm(st, p.dst_qpn, *imm, *total as u32) };
+                        if let Err(s) = delivered {
                             self.flush_ack(st, p.dst_qpn);
                             self.reply(&mut st.outbox, &p, Body::Nak { syndrome: s });
                             return;
                         }
                     }
-                    self.defer_ack(st, &p);
+                    if dct {
+                        // No coalescing across DC initiators: ACK now.
+                        self.reply(&mut st.outbox, &p, Body::Ack);
+                    } else {
+                        self.defer_ack(st, &p);
+                    }
                 }
             }
             Body::Read { raddr, rkey, len } => {

@@ -12,7 +12,7 @@
  * rust_gin_device.h or the layouts in abi/) once a version has been released;
  * version 1 is the first release. The host reports it as netDeviceVersion;
  * the patch checks it at compile time. */
-#define RUST_GIN_DEVICE_ABI_VERSION 3
+#define RUST_GIN_DEVICE_ABI_VERSION 4
 
 #define RUST_GIN_HANDLE_MAGIC 0x52474831u /* "RGH1" */
 #define RUST_GIN_WINDOW_MAGIC 0x52475731u /* "RGW1" */
@@ -78,9 +78,20 @@ typedef struct rust_gin_peer {
   uint32_t reserved;
 } rust_gin_peer;
 
+/* One per (context, peer) with the DC transport (RCCL_RUST_GIN_TRANSPORT=dc),
+ * in place of rust_gin_peer: no queue of its own, only how to reach the
+ * peer's DC target (DCT) from any of the context's DCIs. 64 bytes, the
+ * stride RUST_GIN_MLX5_DC_TARGET_STRIDE the DCIs' dc_targets use. */
+typedef struct rust_gin_dc_peer {
+  uint8_t av[48];        /* datagram segment: address vector, DC key, DCT number (mlx5/wire.h) */
+  uint64_t signal_raddr; /* the peer's signal table for this context */
+  uint32_t signal_rkey;
+  uint32_t connected;    /* 1 when the context set reaches this peer */
+} rust_gin_dc_peer;
+
 /* One per RCCL context (config nContexts). */
 typedef struct rust_gin_context {
-  uint64_t peers;          /* rust_gin_peer[nranks] */
+  uint64_t peers;          /* rust_gin_peer[nranks] (RC), rust_gin_dc_peer[nranks] (DC: n_dci > 0) */
   uint64_t signals;        /* uint64_t[n_signals]: the targets of remote atomics */
   uint64_t signal_offsets; /* uint64_t[n_signals]: moved by reset */
   uint64_t counters;       /* uint64_t[n_counters] */
@@ -100,8 +111,12 @@ typedef struct rust_gin_context {
    * (gin/lanes.h); kernels only. */
   uint64_t signal_slots;
   uint64_t signal_totals;
+  /* DC transport: rust_gin_mlx5_sq[n_dci], the context's DC initiators
+   * (n_dci a power of two); peer p's requests always go to DCI p % n_dci (docs/architecture.md, "DC
+   * transport"). n_dci 0: RC, one queue per peer in `peers`. */
+  uint64_t dcis;
   uint32_t signal_mode; /* RUST_GIN_SIGNAL_MODE_*, the same for every context of a handle */
-  uint32_t reserved;
+  uint32_t n_dci;
 } rust_gin_context;
 
 /* What createContext returns as ncclNetDeviceHandle.handle. */

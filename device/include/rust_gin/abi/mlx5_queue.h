@@ -1,5 +1,5 @@
-/* GPU-visible description and state of one mlx5 RC send queue and its
- * completion queue. C, so that bindgen gives the Rust host the very same
+/* GPU-visible description and state of one mlx5 send queue (an RC QP or a
+ * DC initiator) and its completion queue. C, so that bindgen gives the Rust host the very same
  * layout (host/abi.rs); the host fills the descriptor at connect time and
  * kernels read it. Addresses are as the device sees them. */
 #ifndef RUST_GIN_ABI_MLX5_QUEUE_H
@@ -30,7 +30,11 @@ typedef struct rust_gin_mlx5_sq {
    * proven landed by a flush (docs/architecture.md, "gets"). */
   uint64_t flush_addr;
   uint32_t flush_lkey;
-  uint32_t reserved;
+  /* log2 of the WQEBBs one ticket (one WQE) occupies: 0 for an RC QP (every
+   * WQE one WQEBB), 1 for a DC initiator (every WQE two WQEBBs: the 48-byte
+   * datagram segment does not fit one). log_wqe_cnt counts tickets, so the
+   * ring holds 2^(log_wqe_cnt + wqe_shift) WQEBBs. */
+  uint32_t wqe_shift;
   /* const rust_gin_host_doorbell*: how the host build rings this queue's
    * NIC (its provider's MMIO or the emulated NIC); 0 where only GPU code
    * posts. Never read on the GPU. */
@@ -41,7 +45,17 @@ typedef struct rust_gin_mlx5_sq {
    * without error, a counter read or wait adds 1 to counters[id]. */
   uint64_t counter_log;
   uint64_t counters;
+  /* DC initiators only (wqe_shift 1): the DC targets a request's dc_target
+   * indexes, RUST_GIN_MLX5_DC_TARGET_STRIDE bytes apart, each starting with
+   * the 48-byte datagram segment (struct mlx5_wqe_av, wire order) that the
+   * WQE carries. 0 for RC. */
+  uint64_t dc_targets;
 } rust_gin_mlx5_sq;
+
+/* Bytes between two DC targets of rust_gin_mlx5_sq.dc_targets: the datagram
+ * segment (48 bytes) and what the GIN layer keeps next to it (abi/gin.h,
+ * rust_gin_dc_peer). */
+#define RUST_GIN_MLX5_DC_TARGET_STRIDE 64
 
 /* Producer and consumer counters, all in WQEBBs and all 64-bit so they never
  * wrap. Touched by device code only, through atomic read-modify-writes. */
@@ -90,7 +104,7 @@ typedef struct rust_gin_mlx5_request {
   uint64_t operand0;  /* FA: add value; CS: swap value; inline WRITE: the bytes as in memory */
   uint64_t operand1;  /* CS: compare value */
   uint32_t imm;       /* WRITE_IMM: immediate, already in wire order */
-  uint32_t reserved2;
+  uint32_t dc_target; /* DC initiators: the index of the target in the queue's dc_targets; RC: ignored */
 } rust_gin_mlx5_request;
 
 #endif

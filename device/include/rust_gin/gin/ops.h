@@ -49,10 +49,42 @@ RG_INLINE const rust_gin_peer* peer_of(const Ctx& x, uint32_t peer) {
   return reinterpret_cast<const rust_gin_peer*>(x.c->peers) + peer;
 }
 
+// The DC transport (docs/architecture.md, "DC transport"): the context's
+// n_dci DC initiators carry every peer's requests, and the per-peer state is
+// a rust_gin_dc_peer. The branch is per context, the same for every lane of
+// a wave that names one context.
+RG_INLINE bool dc(const Ctx& x) { return x.c->n_dci != 0; }
+RG_INLINE const rust_gin_dc_peer* dc_peer_of(const Ctx& x, uint32_t peer) {
+  return reinterpret_cast<const rust_gin_dc_peer*>(x.c->peers) + peer;
+}
+
+// The send queue of `peer`'s requests. DC: always DCI peer % n_dci (n_dci a
+// power of two, so a mask: a per-lane division costs registers), so all
+// of one peer's requests (a put and the signal behind it) sit in one send
+// queue, which the NIC executes in order: a signal never overtakes its data,
+// as with RC's queue per peer. A DCI serves its next peer only once the
+// previous one acknowledged everything (DCI reuse: the NIC's, modelled by
+// host/emu).
+RG_INLINE const rust_gin_mlx5_sq* queue_of(const Ctx& x, uint32_t peer) {
+  if (dc(x)) return reinterpret_cast<const rust_gin_mlx5_sq*>(x.c->dcis) + (peer & (x.c->n_dci - 1));
+  return &peer_of(x, peer)->sq;
+}
+
+// Where `peer`'s signal table for this context is, and its rkey.
+RG_INLINE uint64_t signal_table(const Ctx& x, uint32_t peer) {
+  return dc(x) ? dc_peer_of(x, peer)->signal_raddr : peer_of(x, peer)->signal_raddr;
+}
+RG_INLINE uint32_t signal_table_rkey(const Ctx& x, uint32_t peer) {
+  return dc(x) ? dc_peer_of(x, peer)->signal_rkey : peer_of(x, peer)->signal_rkey;
+}
+
 // Whether the context set has a queue pair to `peer` (in range): a GIN v15
 // peer array may leave ranks out, and their descriptors carry no queue
 // state (host/gin/context.rs).
-RG_INLINE bool connected(const Ctx& x, uint32_t peer) { return load_invariant(&peer_of(x, peer)->sq.state) != 0; }
+RG_INLINE bool connected(const Ctx& x, uint32_t peer) {
+  if (dc(x)) return load_invariant(&dc_peer_of(x, peer)->connected) != 0;
+  return load_invariant(&peer_of(x, peer)->sq.state) != 0;
+}
 
 // A peer an operation may address: in range and connected.
 RG_INLINE int check_peer(const Ctx& x, uint32_t peer) {
@@ -129,9 +161,8 @@ RG_INLINE Request signal_wqe(const Ctx& x, uint32_t peer, const rust_gin_signal&
   r.opcode = mlx5::OP_ATOMIC_FA;
   r.length = 8;
   if (s.type == RUST_GIN_SIGNAL_INDEXED) {
-    const rust_gin_peer* p = peer_of(x, peer);
-    r.raddr = p->signal_raddr + 8 * s.id;
-    r.rkey = p->signal_rkey;
+    r.raddr = signal_table(x, peer) + 8 * s.id;
+    r.rkey = signal_table_rkey(x, peer);
   } else {
     r.raddr = remote(x, s.window, peer).base + s.offset;
     r.rkey = remote(x, s.window, peer).rkey;
@@ -159,7 +190,8 @@ RG_INLINE int post(const Ctx& x, uint32_t peer, Request r, uint32_t flags, uint3
   uint64_t last = 0;
   if (counter_tag) r.flags |= mlx5::REQ_SIGNALED;
   const bool ring = !(flags & RUST_GIN_FLAG_AGGREGATE) && !more;
-  const int s = post_lane(&peer_of(x, peer)->sq, r, has, ring, &last, counter_tag);
+  r.dc_target = peer;  // the DCI's WQE addresses this peer's DCT (RC: unused)
+  const int s = post_lane(queue_of(x, peer), r, has, ring, &last, counter_tag);
   // After the post, which raised the queue's counted_end: a counter wait
   // that clears the bit looks at counted_end again (progress_counters).
   if (!s && has && counter_tag) {
@@ -182,7 +214,7 @@ RG_INLINE int progress_counters(const Ctx& x) {
     while (m) {
       const uint32_t b = __builtin_ctzll(m);
       m &= m - 1;
-      SendQueue sq(&peer_of(x, w * 64 + b)->sq);
+      SendQueue sq(queue_of(x, w * 64 + b));
       if (sq.unrung()) sq.ring();
       sq.poll();
       sq.credit_counters();

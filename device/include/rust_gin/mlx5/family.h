@@ -44,17 +44,21 @@ struct Family {
   RG_INLINE static uint32_t packets(const Desc*, const Request&) { return 0; }
   RG_INLINE static void note_psn(const Desc*, uint64_t, uint64_t, uint64_t) {}
 
-  // Every WQE is one 64-byte WQEBB, written one 16-byte store per segment as
-  // it is built (mlx5/wqe.h).
+  // An RC WQE is one 64-byte WQEBB, written one 16-byte store per segment as
+  // it is built (mlx5/wqe.h); a DC initiator's (wqe_shift 1) is two, with
+  // the target's datagram segment from the queue's dc_targets. The choice
+  // is per queue, read from its wave-uniform descriptor: no lane diverges.
   RG_INLINE static void write(const Desc* d, uint64_t slot, uint64_t index, const Request& r, bool cq_update) {
-    Seg* dst = reinterpret_cast<Seg*>(load_invariant(&d->wqe_buf) + (slot << SEND_WQE_SHIFT));
-    emit_wqe(r, static_cast<uint16_t>(index), load_invariant(&d->qpn), cq_update,
-             [dst](unsigned i, const Seg& seg) { dst[i] = seg; });
+    const uint32_t shift = load_invariant(&d->wqe_shift);
+    Seg* dst = reinterpret_cast<Seg*>(load_invariant(&d->wqe_buf) + (slot << (SEND_WQE_SHIFT + shift)));
+    emit_queue_wqe(r, index, shift, load_invariant(&d->qpn), cq_update, &d->dc_targets, dst);
   }
 
   // WQEs, then the doorbell record (be32, 16 bits of the producer index),
   // then the 8-byte doorbell to the UAR, each behind a system-scope release.
-  RG_INLINE static void ring(const Desc* d, uint64_t pi) {
+  // `pi` counts tickets; the NIC counts WQEBBs (pi << wqe_shift).
+  RG_INLINE static void ring(const Desc* d, uint64_t tickets) {
+    const uint64_t pi = tickets << load_invariant(&d->wqe_shift);
     volatile uint32_t* dbr = reinterpret_cast<volatile uint32_t*>(load_invariant(&d->dbrec)) + SND_DBR;
 #if !defined(RUST_GIN_ISA_FAULT_MISSING_FENCE)
     fence_release_system();  // WQEs before the doorbell record
@@ -81,9 +85,13 @@ struct Family {
     c->wqe_counter = bswap16(static_cast<uint16_t>(c->tail));
     return cqe_is_sw_owned(op_own, static_cast<uint32_t>(ci), load_invariant(&d->log_cq_cnt));
   }
-  // 1 + the index of the completed WQE (every WQE is one WQEBB).
-  RG_INLINE static uint64_t cqe_end(const Desc*, const Cqe& c, uint64_t done) {
-    return extend_done(done, c.wqe_counter);
+  // 1 + the ticket of the completed WQE. RC: every WQE is one WQEBB. DC:
+  // every ticket two WQEBBs, and the CQE names the first (a WRITE, READ or
+  // atomic) or the second (the NOP behind a NOP or DUMP): either way the
+  // ticket's end is (wqe_counter + 2) / 2, extended in WQEBBs against done.
+  RG_INLINE static uint64_t cqe_end(const Desc* d, const Cqe& c, uint64_t done) {
+    const uint32_t shift = load_invariant(&d->wqe_shift);
+    return queue::extend16(done << shift, static_cast<uint16_t>(c.wqe_counter + (1u << shift))) >> shift;
   }
   RG_INLINE static bool cqe_failed(const Cqe& c) {
     const uint8_t opcode = cqe_opcode(static_cast<uint8_t>(c.tail >> 24));

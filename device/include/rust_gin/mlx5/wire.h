@@ -113,6 +113,37 @@ static_assert(sizeof(DataSeg) == 16 && offsetof(DataSeg, lkey) == 4 && offsetof(
               "data seg");
 static_assert(sizeof(AtomicSeg) == 16 && offsetof(AtomicSeg, compare) == 8, "atomic seg");
 
+// --- DC (Dynamically Connected) ---------------------------------------------
+// The datagram segment a DC initiator's WQE carries right after its control
+// segment: struct mlx5_wqe_datagram_seg, which is one struct mlx5_wqe_av.
+// rdma-core writes it in mlx5_send_wr_set_dc_addr (providers/mlx5/qp.c): the
+// address handle's AV, then dqp_dct |= be32(dctn | MLX5_EXTENDED_UD_AV) and
+// key.dc_key = be64(dc_key); mlx5dv_set_dgram_seg (mlx5dv.h) writes every
+// field. The DCT number is 24 bits; EXTENDED_UD_AV says the AV is the full
+// 48-byte form (with GRH / RoCE fields).
+enum : uint32_t {
+  EXTENDED_UD_AV = 0x80000000u,
+  DATAGRAM_SEG_BYTES = 48,
+};
+struct WqeAv {
+  uint64_t dc_key;  // be64 (key.dc_key; for UD: be32 qkey, be32 reserved)
+  uint32_t dqp_dct; // be32: EXTENDED_UD_AV | DCT number (UD: remote QPN)
+  uint8_t stat_rate_sl;
+  uint8_t fl_mlid;
+  uint16_t rlid;  // be16
+  uint8_t reserved0[4];
+  uint8_t rmac[6];
+  uint8_t tclass;
+  uint8_t hop_limit;
+  uint32_t grh_gid_fl;  // be32
+  uint8_t rgid[16];
+};
+static_assert(sizeof(WqeAv) == DATAGRAM_SEG_BYTES, "mlx5_wqe_av");
+static_assert(offsetof(WqeAv, dqp_dct) == 8 && offsetof(WqeAv, stat_rate_sl) == 12 && offsetof(WqeAv, fl_mlid) == 13 &&
+                  offsetof(WqeAv, rlid) == 14 && offsetof(WqeAv, rmac) == 20 && offsetof(WqeAv, tclass) == 26 &&
+                  offsetof(WqeAv, hop_limit) == 27 && offsetof(WqeAv, grh_gid_fl) == 28 && offsetof(WqeAv, rgid) == 32,
+              "mlx5_wqe_av offsets");
+
 // --- CQE ----------------------------------------------------------------------
 // Only the fields a requester reads; offsets as in struct mlx5_cqe64 and
 // struct mlx5_err_cqe.
@@ -150,6 +181,29 @@ RG_INLINE bool cqe_is_sw_owned(uint8_t op_own, uint32_t ci, uint32_t log_cnt) {
 }
 
 // --- setters (same arguments and encoding as mlx5dv_set_*_seg) ----------------
+// mlx5dv_set_dgram_seg: every field of the datagram segment.
+RG_INLINE void set_dgram_seg(WqeAv* seg, uint64_t key, uint32_t dqp_dct, uint8_t ext, uint8_t stat_rate_sl,
+                             uint8_t fl_mlid, uint16_t rlid, const uint8_t* rmac, uint8_t tclass, uint8_t hop_limit,
+                             uint32_t grh_gid_fl, const uint8_t* rgid) {
+  seg->dc_key = bswap64(key);
+  seg->dqp_dct = bswap32((static_cast<uint32_t>(ext) << 31) | dqp_dct);
+  seg->stat_rate_sl = stat_rate_sl;
+  seg->fl_mlid = fl_mlid;
+  seg->rlid = bswap16(rlid);
+  for (int i = 0; i < 6; ++i) seg->rmac[i] = rmac[i];
+  seg->tclass = tclass;
+  seg->hop_limit = hop_limit;
+  seg->grh_gid_fl = bswap32(grh_gid_fl);
+  for (int i = 0; i < 16; ++i) seg->rgid[i] = rgid[i];
+}
+// mlx5_send_wr_set_dc_addr: the address handle's AV with the DCT number
+// (and EXTENDED_UD_AV) or-ed in and the DC key set.
+RG_INLINE void set_dc_addr(WqeAv* seg, const WqeAv& ah_av, uint32_t dctn, uint64_t dc_key) {
+  *seg = ah_av;
+  seg->dqp_dct |= bswap32(dctn | EXTENDED_UD_AV);
+  seg->dc_key = bswap64(dc_key);
+}
+
 RG_INLINE uint32_t ctrl_opmod_idx_opcode(uint16_t pi, uint8_t opcode, uint8_t opmod) {
   return bswap32((static_cast<uint32_t>(opmod) << 24) | (static_cast<uint32_t>(pi) << 8) | opcode);
 }

@@ -65,15 +65,18 @@ RG_INLINE bool request_valid(const Request& r) {
 // branch per opcode) and handed to `store(i, seg)` as soon as it exists:
 // only one segment is live at a time, which keeps the register cost of the
 // builder low in every kernel that posts.
+// `ds_extra` octowords of transport segment (DC: the datagram segment) sit
+// between ctrl and the rest; the caller stores them and places the rest.
 template <typename Store>
-RG_INLINE void emit_wqe(const Request& r, uint16_t index, uint32_t qpn, bool cq_update, Store store) {
+RG_INLINE void emit_wqe(const Request& r, uint16_t index, uint32_t qpn, bool cq_update, Store store,
+                        uint8_t ds_extra = 0) {
   const uint8_t op = r.opcode;
   const bool nop = op == OP_NOP;
   const bool dump = op == OP_DUMP;
   const bool atomic = op == OP_ATOMIC_FA || op == OP_ATOMIC_CS;
   // Inline only for WRITEs (a READ has a scatter list, never inline data).
   const bool inl = (r.flags & REQ_INLINE) && op != OP_RDMA_READ;
-  const uint8_t ds = nop ? 1 : dump ? 2 : atomic ? 4 : 3;
+  const uint8_t ds = (nop ? 1 : dump ? 2 : atomic ? 4 : 3) + ds_extra;
   const Seg zero = {0, 0, 0, 0};
   store(0, seg_ctrl(index, op, 0, qpn, fm_ce_se_of(r, cq_update), ds, 0, op == OP_RDMA_WRITE_IMM ? r.imm : 0));
   // An atomic's result segment has byte_count 8, as rdma-core writes it.
@@ -86,12 +89,76 @@ RG_INLINE void emit_wqe(const Request& r, uint16_t index, uint32_t qpn, bool cq_
   store(3, atomic ? data : zero);
 }
 
-// The same bytes as one 64-byte value (the entry point and the oracle tests).
-RG_INLINE Wqe64 build_wqe(const Request& r, uint16_t index, uint32_t qpn, bool cq_update) {
-  Wqe64 q;
-  emit_wqe(r, index, qpn, cq_update, [&q](unsigned i, const Seg& seg) {
-    for (unsigned k = 0; k < 4; ++k) q.w[4 * i + k] = seg[k];
-  });
+// A DC initiator's WQE for ticket `ticket`: two WQEBBs (eight 16-byte
+// segments), starting at WQEBB index 2 * ticket, so that every ticket is the
+// same size and completion credit stays a function of the CQE's wqe_counter
+// (family.h). `av` is the target's 48-byte datagram segment (three
+// segments, wire order: mlx5/wire.h, set_dc_addr), read here and stored
+// as it is.
+//   WRITE, READ:  ctrl (DS 6) | datagram x3 | raddr | data or inline | pad x2
+//   atomic:       ctrl (DS 7) | datagram x3 | raddr | atomic | data | pad
+// rdma-core's order (mlx5_send_wr_set_dc_addr puts the datagram segment
+// right after ctrl, _mlx5_send_wr_rdma the raddr segment after it). NOP and
+// DUMP go nowhere, so they carry no address: the RC WQE (one WQEBB, DS 1 or
+// 2, no CQE) then a DS-1 NOP in the second WQEBB that takes the CQE, which
+// completions in order make cover the first. UNVERIFIED on hardware: that
+// a DCI executes a NOP or DUMP without a datagram segment.
+//
+// One builder for both transports: the RC WQE's segments after ctrl move
+// three places on (a uniform offset, `gap`), so a DCI costs a kernel no
+// registers beyond RC's (a second builder did: 11 more VGPRs in put).
+// `shift` is the queue's wqe_shift (0: RC, the one-WQEBB WQE; 1: DC).
+RG_INLINE void emit_queue_wqe(const Request& r, uint64_t ticket, uint32_t shift, uint32_t qpn, bool cq_update,
+                              const uint64_t* dc_targets, Seg* dst) {
+  const uint8_t op = r.opcode;
+  const bool local = op == OP_NOP || op == OP_DUMP;
+  const uint32_t gap = shift && !local ? 3 : 0;
+  const uint16_t index = static_cast<uint16_t>(ticket << shift);
+  // The segments after ctrl go `gap` places on: through a pointer of their
+  // own (one builder for both transports: two cost 11 more VGPRs in put).
+  Seg* rest = dst + gap;
+  emit_wqe(r, index, qpn, cq_update && !(shift && local),
+           [dst, rest](unsigned i, const Seg& seg) {
+             if (i == 0) dst[0] = seg;
+             else rest[i] = seg;
+           },
+           static_cast<uint8_t>(gap));
+  if (!shift) return;
+  const Seg zero = {0, 0, 0, 0};
+  if (local) {
+    dst[4] = seg_ctrl(static_cast<uint16_t>(index + 1), OP_NOP, 0, qpn,
+                      cq_update ? static_cast<uint8_t>(CTRL_CQ_UPDATE) : 0, 1, 0, 0);
+    dst[5] = zero;
+    dst[6] = zero;
+  } else {
+    // The datagram segment last, one segment at a time, when the request's
+    // registers are free again: it is copied, not built, and a WQE's
+    // stores may land in any order before it is published. Its address
+    // only now, a 32-bit offset from the (scalar) table base.
+    const Seg* table = reinterpret_cast<const Seg*>(load_invariant(dc_targets));
+    const uint32_t at = r.dc_target * (RUST_GIN_MLX5_DC_TARGET_STRIDE / sizeof(Seg));
+#if defined(__clang__)
+#pragma unroll 1
+#endif
+    for (uint32_t k = 0; k < 3; ++k) dst[1 + k] = table[at + k];
+  }
+  dst[7] = zero;
+}
+
+RG_INLINE void emit_dc_wqe(const Request& r, uint64_t ticket, uint32_t qpn, bool cq_update, const Seg* av, Seg* dst) {
+  Request one = r;
+  one.dc_target = 0;  // `av` is the one target
+  const uint64_t table = reinterpret_cast<uint64_t>(av);
+  emit_queue_wqe(one, ticket, 1, qpn, cq_update, &table, dst);
+}
+
+// A DC WQE as 128 bytes (the oracle tests).
+struct alignas(16) Wqe128 {
+  uint32_t w[32];
+};
+RG_INLINE Wqe128 build_dc_wqe(const Request& r, uint64_t ticket, uint32_t qpn, bool cq_update, const Seg* av) {
+  Wqe128 q;
+  emit_dc_wqe(r, ticket, qpn, cq_update, av, reinterpret_cast<Seg*>(q.w));
   return q;
 }
 
