@@ -217,6 +217,8 @@ struct Qp {
     /// the step's end (or before any other reply of this QP): one ACK
     /// acknowledges every message up to its own, as RC's coalesced ACKs do.
     pending_ack: Option<Packet>,
+    /// Requester: messages below this were covered by an ACK (on_response).
+    acked_through: u64,
 }
 
 impl Qp {
@@ -235,6 +237,7 @@ impl Qp {
             recv_credits: 0,
             failed_msg: None,
             pending_ack: None,
+            acked_through: 0,
         }
     }
 }

@@ -346,17 +346,23 @@ impl Inner {
             return; // already flushed
         }
         let mut fail = None;
+        let front_msg = qp.inflight.front().map_or(0, |f| f.msg);
         let entry = &mut qp.inflight[pos];
         match (&p.body, &entry.awaits) {
             (Body::Ack, _) => {
                 entry.status = Status::Ok { byte_cnt: 0 };
                 // A coalesced ACK: every earlier WRITE is acknowledged too
                 // (READ and atomic responses were sent before it, in order).
-                for e in qp.inflight.range_mut(..pos) {
+                // Only from where the previous ACK reached: each entry is
+                // looked at once, not once per ACK (a scan of everything in
+                // flight per ACK was 40% of the NIC's step in gin-perf).
+                let from = (qp.acked_through.saturating_sub(front_msg) as usize).min(pos);
+                for e in qp.inflight.range_mut(from..pos) {
                     if matches!(e.status, Status::Pending) && matches!(e.awaits, Await::Write) {
                         e.status = Status::Ok { byte_cnt: 0 };
                     }
                 }
+                qp.acked_through = qp.acked_through.max(p.msg + 1);
             }
             (Body::Nak { syndrome }, _) => fail = Some(*syndrome),
             (Body::ReadResponse { offset, last, data }, Await::Read { scatter }) => {
