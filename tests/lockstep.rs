@@ -426,6 +426,8 @@ fn world(depth: i32) -> World {
                     let h = unsafe { (*dh).handle } as usize;
                     let want = if write_mode_asked() { RUST_GIN_SIGNAL_MODE_WRITE } else { RUST_GIN_SIGNAL_MODE_ATOMIC };
                     assert_eq!(context_signal_mode(h as *const c_void, 0), want, "signal mode");
+                    let dcis = if dc_asked() { RERUN_DCIS } else { 0 };
+                    assert_eq!(context_dcis(h as *const c_void, 0), dcis, "DC initiators");
                     let src = register(p, r.coll, 64 * SLOT * 64);
                     let dst = register(p, r.coll, N * 64 * SLOT * 64);
                     let sig = register(p, r.coll, 64 * 8 + 8);
@@ -480,17 +482,30 @@ impl World {
             DeviceError::from_record(&*(h.error as *const rust_gin_error))
         }
     }
-    fn sq_state(&self, ctx: u32, peer: usize) -> rust_gin_mlx5_sq_state {
-        // SAFETY: the handle's contexts, peers and queue state are live.
+    /// The state of every send queue of context `ctx` on rank 0: one per
+    /// peer (RC) or per DC initiator (DC).
+    fn sq_states(&self, ctx: u32) -> Vec<rust_gin_mlx5_sq_state> {
+        // SAFETY: the handle's contexts, peers or DCIs and queue state are live.
         unsafe {
             let h = &*(self.handle() as *const rust_gin_handle);
             let c = &*((h.contexts as *const rust_gin_context).add(ctx as usize));
-            let p = &*((c.peers as *const rust_gin_peer).add(peer));
-            std::ptr::read_volatile(p.sq.state as *const rust_gin_mlx5_sq_state)
+            let state = |sq: &rust_gin_mlx5_sq| std::ptr::read_volatile(sq.state as *const rust_gin_mlx5_sq_state);
+            if c.n_dci > 0 {
+                (0..c.n_dci as usize).map(|i| state(&*(c.dcis as *const rust_gin_mlx5_sq).add(i))).collect()
+            } else {
+                (0..N).map(|p| state(&(*(c.peers as *const rust_gin_peer).add(p)).sq)).collect()
+            }
+        }
+    }
+    /// Which of sq_states' queues carries rank 0's traffic to `peer`.
+    fn queue_of(&self, peer: u32) -> u32 {
+        match context_dcis(self.handle(), 0) {
+            0 => peer,
+            n => peer % n,
         }
     }
     fn doorbells(&self, ctx: u32) -> u64 {
-        (0..N).map(|p| self.sq_state(ctx, p).doorbells).sum()
+        self.sq_states(ctx).iter().map(|s| s.doorbells).sum()
     }
     fn ok(&self, what: &str, s: i32) {
         assert_eq!(s, 0, "{what}: {:?}", self.error().map(|e| e.to_string()));
@@ -685,9 +700,14 @@ fn one_doorbell_per_queue_per_wave_batch() {
     let w = world(4096);
     let h = w.handle();
     let mut lines = Vec::new();
-    for (kind, queues) in [("same", 1u64), ("different", N as u64)] {
+    for kind in ["same", "different"] {
         for n_lanes in [2u32, 17, 64] {
-            let queues = queues.min(u64::from(n_lanes));
+            // Queues the wave's lanes reach: one per peer on RC, one per DC
+            // initiator on DC (peers share them).
+            let queues = lanes_of(lanes(n_lanes))
+                .map(|l| w.queue_of(peer_of(kind, l)))
+                .collect::<std::collections::BTreeSet<_>>()
+                .len() as u64;
             let before = w.doorbells(0);
             wave(lanes(n_lanes), |l| {
                 // SAFETY: live handle and windows.
@@ -873,6 +893,27 @@ fn eight_waves_of_64_lanes_mixed_operations_depth_64() {
 /// (RCCL_RUST_GIN_SIGNAL_MODE=write), watched for totals that go backwards:
 /// many lanes of one wave adding to the same signal of the same peer, and
 /// eight waves at once.
+/// DC initiators per context in the DC rerun: fewer than the ranks, so
+/// peers share one, and a wave's lanes to different peers meet on one queue.
+const RERUN_DCIS: u32 = 2;
+
+/// The GIN cases again on the DC transport (docs/architecture.md, "DC
+/// transport"): every operation from 1–64 lanes, the doorbell count per
+/// batch, many-lane flushes and waits, and the eight-wave soak, with
+/// RERUN_DCIS initiators per context shared by the peers (p mod 2).
+#[test]
+fn gin_cases_again_on_dc_initiators() {
+    rerun_on_dc(
+        RERUN_DCIS,
+        &[
+            "every_gin_operation_from_1_2_17_63_and_64_lanes",
+            "one_doorbell_per_queue_per_wave_batch",
+            "flush_and_signal_waits_called_by_many_lanes_of_one_wave",
+            "eight_waves_of_64_lanes_mixed_operations_depth_64",
+        ],
+    );
+}
+
 #[test]
 fn signal_cases_again_with_write_mode_signals() {
     rerun_in_write_mode(&[

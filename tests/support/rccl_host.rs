@@ -355,17 +355,50 @@ pub fn rerun_in_write_mode(tests: &[&str]) {
         println!("already in write mode: this is the rerun");
         return;
     }
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(tests)
-        .args(["--exact", "--test-threads", "1"])
-        .env("RCCL_RUST_GIN_SIGNAL_MODE", "write")
-        .output()
-        .expect("rerun the test binary");
+    rerun_with("write mode", &[("RCCL_RUST_GIN_SIGNAL_MODE", "write")], tests);
+}
+
+/// Whether this process asked for the DC transport.
+pub fn dc_asked() -> bool {
+    std::env::var("RCCL_RUST_GIN_TRANSPORT").is_ok_and(|v| v.trim() == "dc")
+}
+
+/// As [`rerun_in_write_mode`], on the DC transport with `dcis` initiators
+/// per context; each test checks its contexts really have them
+/// ([`context_dcis`]).
+pub fn rerun_on_dc(dcis: u32, tests: &[&str]) {
+    if dc_asked() {
+        println!("already on DC: this is the rerun");
+        return;
+    }
+    let n = dcis.to_string();
+    rerun_with("DC", &[("RCCL_RUST_GIN_TRANSPORT", "dc"), ("RCCL_RUST_GIN_DCIS", &n)], tests);
+}
+
+/// DC initiators of context `ctx` behind a device handle (0: RC).
+pub fn context_dcis(h: *const std::ffi::c_void, ctx: u32) -> u32 {
+    // SAFETY: a live handle from createContext and its context array; the
+    // memory is host memory.
+    unsafe {
+        let h = &*(h as *const rccl_rust_gin::abi::rust_gin_handle);
+        (*(h.contexts as *const rccl_rust_gin::abi::rust_gin_context).add(ctx as usize)).n_dci
+    }
+}
+
+/// Runs the named tests of this test binary again in a child process with
+/// `env` set; each must have run and passed there.
+fn rerun_with(what: &str, env: &[(&str, &str)], tests: &[&str]) {
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args(tests).args(["--exact", "--test-threads", "1"]);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("rerun the test binary");
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "the write-mode rerun failed:\n{text}");
+    assert!(out.status.success(), "the {what} rerun failed:\n{text}");
     let summary = format!("test result: ok. {} passed", tests.len());
-    assert!(text.contains(&summary), "the write-mode rerun did not run all {} tests:\n{text}", tests.len());
+    assert!(text.contains(&summary), "the {what} rerun did not run all {} tests:\n{text}", tests.len());
     for t in tests {
-        assert!(text.contains(&format!("test {t} ... ok")), "{t} did not pass in write mode:\n{text}");
+        assert!(text.contains(&format!("test {t} ... ok")), "{t} did not pass in {what}:\n{text}");
     }
 }
