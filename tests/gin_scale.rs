@@ -89,8 +89,8 @@ fn counts_follow_scope_and_uar_sharing_and_sampled_traffic_arrives() {
     // DC: said, loudly, and not measured.
     let dc: Vec<&Row> = rows.iter().filter(|r| r["transport"] == "dc").collect();
     assert_eq!(dc.len(), 2 * 3 * 3);
-    assert!(dc.iter().all(|r| r["status"] == "DC: not available in this build" && r["qps"] == "-"), "{dc:?}");
-    assert!(all.contains("DC: not available in this build") && all.contains("NOT MEASURED"));
+    assert!(dc.iter().all(|r| r["status"] == "DC: not measured by gin-scale yet" && r["qps"] == "-"), "{dc:?}");
+    assert!(all.contains("DC: not measured by gin-scale yet") && all.contains("NOT MEASURED"));
 }
 
 #[test]

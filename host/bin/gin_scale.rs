@@ -24,9 +24,11 @@
 //! createContext against the stand-in: the measured rank's own work, no
 //! network.
 //!
-//! Transports: RC. DC is a parameter: until the DC transport is in this
-//! build, its rows say "DC: not available in this build" (and the command
-//! says so on stderr); they are never counted as measured.
+//! Transports: RC. DC is a parameter: the DC transport exists
+//! (RCCL_RUST_GIN_TRANSPORT=dc) but its connection exchange (DCT numbers and
+//! keys, not QP numbers) has no stand-in here yet, so its rows say "DC: not
+//! measured by gin-scale yet" (and the command says so on stderr); they are
+//! never counted as measured.
 
 use clap::Parser;
 use rccl_rust_gin::provider::caps::SignalMode;
@@ -691,7 +693,7 @@ fn cells(r: &Row) -> Vec<String> {
             v
         }
         Outcome::Refused(why) => std::iter::once(format!("REFUSED: {why}")).chain((6..COLUMNS.len()).map(|_| "-".into())).collect(),
-        Outcome::NotAvailable => std::iter::once("DC: not available in this build".to_string())
+        Outcome::NotAvailable => std::iter::once("DC: not measured by gin-scale yet".to_string())
             .chain((6..COLUMNS.len()).map(|_| "-".into()))
             .collect(),
     };
@@ -804,7 +806,7 @@ fn main() {
                         }
                     };
                     if matches!(outcome, Outcome::NotAvailable) {
-                        eprintln!("gin-scale: DC: not available in this build ({n} ranks, {}, {qpu} QPs/UAR): NOT MEASURED", scope.label());
+                        eprintln!("gin-scale: DC: not measured by gin-scale yet ({n} ranks, {}, {qpu} QPs/UAR): NOT MEASURED", scope.label());
                     }
                     rows.push(Row { transport: name.clone(), ranks: n, scope, qps_per_uar: qpu, outcome });
                 }

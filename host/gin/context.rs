@@ -125,7 +125,7 @@ pub struct GinContext {
     _contexts: GpuBuf,
     _peers: GpuBuf,
     /// DC: the contexts' DCI descriptors (rust_gin_mlx5_sq[n_contexts * n_dci]).
-    _dcis: GpuBuf,
+    _dcis: Option<GpuBuf>,
     /// DC: this rank's DC target per rail.
     _dcts: Vec<Box<dyn DcTarget>>,
     error: GpuBuf,
@@ -308,14 +308,20 @@ impl GinContext {
         let peer_bytes = if dc { std::mem::size_of::<rust_gin_dc_peer>() } else { std::mem::size_of::<rust_gin_peer>() };
         let peers_buf = alloc.alloc(peer_bytes * (nctx * nranks) as usize, 64, Object::Peers)?;
         let n_dci = dc_mesh.as_ref().map_or(0, |m| m.1);
-        let dcis_buf = alloc.alloc(std::mem::size_of::<rust_gin_mlx5_sq>() * (nctx * n_dci).max(1) as usize, 64, Object::Peers)?;
+        // DC only: the contexts' DCI descriptors (RC's queues live in the peers).
+        let dcis_buf = match dc {
+            true => Some(alloc.alloc(std::mem::size_of::<rust_gin_mlx5_sq>() * (nctx * n_dci) as usize, 64, Object::Peers)?),
+            false => None,
+        };
         let contexts = alloc.alloc(std::mem::size_of::<rust_gin_context>() * nctx as usize, 64, Object::Contexts)?;
         let per_ctx_slots = u64s(settings.n_signals) * nranks as usize;
         for c in 0..nctx {
             let rail = rail_of(c, nrails);
             let sink_lkey = sink_mrs[rail].lkey();
             let peers_at = peers_buf.dev_addr() + (peer_bytes * (c * nranks) as usize) as u64;
-            let dcis_at = dcis_buf.dev_addr() + (std::mem::size_of::<rust_gin_mlx5_sq>() * (c * n_dci) as usize) as u64;
+            let dcis_at = dcis_buf
+                .as_ref()
+                .map_or(0, |b| b.dev_addr() + (std::mem::size_of::<rust_gin_mlx5_sq>() * (c * n_dci) as usize) as u64);
             if let Some((targets, _)) = &dc_mesh {
                 // DC: 64 bytes per peer (its DCT's datagram segment, its
                 // signal table), the context's DCIs pointing at them.
@@ -343,7 +349,7 @@ impl GinContext {
                         .with_read_flush(sink.dev_addr() + crate::mlx5::queue::SINK_FLUSH_BYTE, sink_lkey)
                         .with_counters(log_at[k], counters_of(c));
                     d.dc_targets = peers_at;
-                    dcis_buf.write_pod(std::mem::size_of::<rust_gin_mlx5_sq>() * k, &d);
+                    dcis_buf.as_ref().expect("DC").write_pod(std::mem::size_of::<rust_gin_mlx5_sq>() * k, &d);
                 }
             } else {
                 let qp = |c: u32, s: u32| &qps[(c * npeers + s) as usize];
@@ -378,7 +384,7 @@ impl GinContext {
                 signal_slots: slots.as_ref().map_or(0, |(t, _)| t.dev_addr() + (c as usize * per_ctx_slots) as u64),
                 signal_totals: slots.as_ref().map_or(0, |(_, t)| t.dev_addr() + (c as usize * per_ctx_slots) as u64),
                 signal_mode: mode.abi(),
-                dcis: if dc { dcis_at } else { 0 },
+                dcis: dcis_at,
                 n_dci,
             };
             contexts.write_pod(std::mem::size_of::<rust_gin_context>() * c as usize, &ctx);
