@@ -86,11 +86,19 @@ fn counts_follow_scope_and_uar_sharing_and_sampled_traffic_arrives() {
     let at = |n: &str, s: &str| rc.iter().find(|r| r["ranks"] == n && r["scope"] == s && r["qps_per_uar"] == "16").unwrap();
     assert!(float(at("256", "peer list 64"), "queue_mib") < 1.1 * float(at("64", "peer list 64"), "queue_mib"));
     assert!(float(at("256", "full mesh"), "queue_mib") > 3.9 * float(at("64", "full mesh"), "queue_mib"));
-    // DC: said, loudly, and not measured.
+    // DC: the same scopes with 4 DC initiators: the queue pairs, their
+    // pages and rings do not grow with the ranks or the scope; the sampled
+    // peers' put+signal arrive through the DCIs.
     let dc: Vec<&Row> = rows.iter().filter(|r| r["transport"] == "dc").collect();
     assert_eq!(dc.len(), 2 * 3 * 3);
-    assert!(dc.iter().all(|r| r["status"] == "DC: not measured by gin-scale yet" && r["qps"] == "-"), "{dc:?}");
-    assert!(all.contains("DC: not measured by gin-scale yet") && all.contains("NOT MEASURED"));
+    for r in &dc {
+        assert_eq!(r["status"], "measured", "{r:?}");
+        assert_eq!(num(r, "qps"), 4, "one DCI each of --dcis 4 (the DC target is not a QP): {r:?}");
+        assert!(num(r, "uar_pages") <= 4, "{r:?}");
+        assert_eq!(num(r, "checked_puts"), 3, "a put+signal to each sampled peer: {r:?}");
+        assert_eq!(float(r, "queue_mib"), float(dc[0], "queue_mib"), "DC's rings do not grow with N or the scope: {r:?}");
+    }
+    let _ = &all;
 }
 
 #[test]

@@ -24,11 +24,10 @@
 //! createContext against the stand-in: the measured rank's own work, no
 //! network.
 //!
-//! Transports: RC. DC is a parameter: the DC transport exists
-//! (RCCL_RUST_GIN_TRANSPORT=dc) but its connection exchange (DCT numbers and
-//! keys, not QP numbers) has no stand-in here yet, so its rows say "DC: not
-//! measured by gin-scale yet" (and the command says so on stderr); they are
-//! never counted as measured.
+//! Transports: RC and DC (`--transport`). With DC the stand-in answers DC's
+//! one allgather (signal table, DC target number and key per rank,
+//! host/session/dc.rs); the sampled peers have a DC target each and take
+//! the same checked put+signal through the measured rank's DCIs.
 
 use clap::Parser;
 use rccl_rust_gin::provider::caps::SignalMode;
@@ -43,7 +42,7 @@ use rccl_rust_gin::gin::window::{Source, Window};
 use rccl_rust_gin::gpu::{recording, Allocation, Allocator, GpuBuf, HostMemory, Object};
 use rccl_rust_gin::mlx5::queue::log_depth_for;
 use rccl_rust_gin::oob::{frame, Mesh, StandIn};
-use rccl_rust_gin::provider::{Access, MemoryRegion, Nic, NicResources, QueuePair};
+use rccl_rust_gin::provider::{Access, DcTarget, MemoryRegion, Nic, NicResources, QueuePair};
 use rccl_rust_gin::session::mesh::PeerSet;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::{HashMap, VecDeque};
@@ -119,6 +118,9 @@ struct Args {
     /// Transports: rc, dc.
     #[arg(long, value_delimiter = ',', default_value = "rc,dc")]
     transport: Vec<String>,
+    /// DC initiators per context with the DC transport (RCCL_RUST_GIN_DCIS).
+    #[arg(long, default_value_t = 4)]
+    dcis: u32,
     /// Connection scopes: full (every rank), rail (rail-only: the ranks with
     /// the same local index, a rank stride of --gpus-per-node), peers (a v15
     /// peer list of --peer-list ring neighbours).
@@ -293,6 +295,8 @@ const PUT_BYTES: usize = 256;
 struct Sampled {
     rank: u32,
     qps: Vec<Box<dyn QueuePair>>,
+    /// DC: its DC target (the measured rank's DCIs reach it), no QPs.
+    dct: Option<Box<dyn DcTarget>>,
     signals_mr: Box<dyn MemoryRegion>,
     dst_mr: Box<dyn MemoryRegion>,
     signals: GpuBuf,
@@ -301,9 +305,14 @@ struct Sampled {
 }
 
 impl Sampled {
-    fn new(rank: u32, nic: Arc<dyn Nic>, settings: &Settings) -> Result<Sampled> {
+    fn new(rank: u32, nic: Arc<dyn Nic>, settings: &Settings, dc: bool) -> Result<Sampled> {
         let alloc = HostMemory;
-        let qps = (0..settings.n_contexts).map(|_| nic.create_qp(settings.log_depth, 0, false)).collect::<Result<Vec<_>>>()?;
+        let (qps, dct) = if dc {
+            (Vec::new(), Some(nic.create_dct(0x5ca1_e000_0000_0000 | rank as u64)?))
+        } else {
+            let qps = (0..settings.n_contexts).map(|_| nic.create_qp(settings.log_depth, 0, false)).collect::<Result<Vec<_>>>()?;
+            (qps, None)
+        };
         let signals = alloc.alloc(8 * (settings.n_contexts * settings.n_signals) as usize, 64, Object::Signals)?;
         let dst = alloc.alloc(WINDOW_BYTES, 4096, Object::WindowData)?;
         let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
@@ -311,7 +320,7 @@ impl Sampled {
         let signals_mr = unsafe { nic.reg_mr(signals.dev_addr(), signals.len() as u64, access)? };
         // SAFETY: as above.
         let dst_mr = unsafe { nic.reg_mr(dst.dev_addr(), dst.len() as u64, access)? };
-        Ok(Sampled { rank, qps, signals_mr, dst_mr, signals, dst, nic })
+        Ok(Sampled { rank, qps, dct, signals_mr, dst_mr, signals, dst, nic })
     }
 }
 
@@ -366,9 +375,8 @@ struct Measured {
     checked: usize,
 }
 
-/// The transport a row measures. DC is the parameter's other value: the DC
-/// transport is not in this build, so its rows are `NotAvailable` (see
-/// `measure`, where it would create its DCIs and DCT instead of RC QPs).
+/// The transport a row measures: RC (a QP per context and connected peer)
+/// or DC (--dcis initiators per context and one DC target).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Transport {
     Rc,
@@ -389,7 +397,6 @@ impl Transport {
 enum Outcome {
     Measured(Measured),
     Refused(String),
-    NotAvailable,
 }
 
 #[derive(Clone, Debug)]
@@ -438,11 +445,13 @@ fn config(qps_per_uar: u32, depth: u32) -> Config {
 }
 
 fn measure(a: &Args, transport: Transport, n: u32, scope: Scope, qps_per_uar: u32) -> Result<Outcome> {
-    if transport == Transport::Dc {
-        return Ok(Outcome::NotAvailable);
-    }
     let me = 0u32;
-    let cfg = config(qps_per_uar, a.depth);
+    let dc = transport == Transport::Dc;
+    let mut cfg = config(qps_per_uar, a.depth);
+    if dc {
+        cfg.transport = rccl_rust_gin::config::Transport::Dc;
+        cfg.dcis = a.dcis;
+    }
     let provider = rccl_rust_gin::provider::select(&cfg)?;
     let settings = Settings {
         n_signals: 1,
@@ -478,7 +487,7 @@ fn measure(a: &Args, transport: Transport, n: u32, scope: Scope, qps_per_uar: u3
     let picks: Vec<u32> = (0..k).map(|i| others[i * others.len() / k.max(1)]).collect();
     let mut sampled = Vec::with_capacity(k);
     for &p in &picks {
-        sampled.push(Sampled::new(p, provider.open(0)?, &settings)?);
+        sampled.push(Sampled::new(p, provider.open(0)?, &settings, dc)?);
     }
     let sampled = Arc::new(sampled);
     let index: HashMap<u32, usize> = picks.iter().enumerate().map(|(i, &p)| (p, i)).collect();
@@ -523,6 +532,28 @@ fn measure(a: &Args, transport: Transport, n: u32, scope: Scope, qps_per_uar: u3
     let captured: Arc<Mutex<HashMap<u32, Vec<u8>>>> = Arc::default();
     {
         let (sampled, index, captured, nctx) = (sampled.clone(), index.clone(), captured.clone(), a.contexts);
+        if dc {
+            // DC: one allgather of (signal table, DC target number and key)
+            // per rank (host/session/dc.rs), and no status round.
+            oob.expect(
+                "createContext: DC targets",
+                Box::new(move |p, _| {
+                    let (sig, dctn, key) = match index.get(&p) {
+                        Some(&i) => {
+                            let s = &sampled[i];
+                            let t = s.dct.as_ref().expect("a DC target");
+                            ((s.signals_mr.addr(), s.signals_mr.rkey()), t.dctn(), t.key())
+                        }
+                        // Well-formed, never used.
+                        None => ((0x7000_0000_0000 + ((p as u64) << 12), 0x00a0_0000 | (p & 0xf_ffff)), 0x90_0000 | (p & 0xf_ffff), 0x5ca1e ^ p as u64),
+                    };
+                    let mut v = rccl_rust_gin::gin::context::signal_record(&[sig], SignalMode::RemoteAtomic);
+                    v.extend_from_slice(&dctn.to_le_bytes());
+                    v.extend_from_slice(&key.to_le_bytes());
+                    v
+                }),
+            );
+        } else {
         oob.expect(
             "createContext: QP numbers",
             Box::new(move |p, mine| {
@@ -546,6 +577,7 @@ fn measure(a: &Args, transport: Transport, n: u32, scope: Scope, qps_per_uar: u3
             }),
         );
         oob.expect("createContext: status", Box::new(|_, _| vec![0u8]));
+        }
     }
     let nics = [nic.clone()];
     let before = resources(&nics);
@@ -585,7 +617,8 @@ fn measure(a: &Args, transport: Transport, n: u32, scope: Scope, qps_per_uar: u3
     });
     let (src, dst) = (src?, dst?);
     let captured = captured.lock().unwrap().clone();
-    for s in sampled.iter() {
+    // RC only: a DC target is passive, nothing to connect.
+    for s in sampled.iter().filter(|_| !dc) {
         let msg = captured.get(&s.rank).ok_or_else(|| Error::Internal(format!("no createContext message to rank {}", s.rank)))?;
         for (q, mine) in s.qps.iter().zip(qpns_in(msg, a.contexts)) {
             q.connect(&nic.address(), mine)?;
@@ -693,9 +726,6 @@ fn cells(r: &Row) -> Vec<String> {
             v
         }
         Outcome::Refused(why) => std::iter::once(format!("REFUSED: {why}")).chain((6..COLUMNS.len()).map(|_| "-".into())).collect(),
-        Outcome::NotAvailable => std::iter::once("DC: not measured by gin-scale yet".to_string())
-            .chain((6..COLUMNS.len()).map(|_| "-".into()))
-            .collect(),
     };
     head.into_iter().chain(rest).collect()
 }
@@ -805,9 +835,6 @@ fn main() {
                             continue;
                         }
                     };
-                    if matches!(outcome, Outcome::NotAvailable) {
-                        eprintln!("gin-scale: DC: not measured by gin-scale yet ({n} ranks, {}, {qpu} QPs/UAR): NOT MEASURED", scope.label());
-                    }
                     rows.push(Row { transport: name.clone(), ranks: n, scope, qps_per_uar: qpu, outcome });
                 }
             }
