@@ -15,7 +15,7 @@ use rccl_rust_gin::device::MAX_INLINE;
 use rccl_rust_gin::mlx5::wire::opcode;
 use rccl_rust_gin::provider::caps::{atomic_completer, Capabilities, Known, SignalMode, PCI_EXP_DEVCAP2_ATOMIC_COMP64};
 use rccl_rust_gin::provider::mlx5::{MemoryMode, Mlx5Provider};
-use rccl_rust_gin::provider::{Nic, Provider};
+use rccl_rust_gin::provider::Nic;
 
 /// A 256-byte configuration space: a power-management capability at 0x40,
 /// then the PCI Express capability at 0x60 with Device Capabilities 2 =
