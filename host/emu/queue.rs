@@ -59,7 +59,12 @@ impl EmuQp {
     /// A DC initiator on a UAR page of its own, INIT -> RTR -> RTS at once
     /// (it has no remote).
     pub fn create_dci(nic: &EmuNic, pd: u32, mem: QueueMem) -> Result<EmuQp, NicError> {
-        let qp = Self::create_as(nic, pd, mem, UarPage::new(nic), true)?;
+        Self::create_dci_on(nic, pd, mem, UarPage::new(nic))
+    }
+
+    /// A DC initiator on `page` (shared with other queues' doorbells).
+    pub fn create_dci_on(nic: &EmuNic, pd: u32, mem: QueueMem, page: Arc<UarPage>) -> Result<EmuQp, NicError> {
+        let qp = Self::create_as(nic, pd, mem, page, true)?;
         nic.modify_qp(qp.qpn, QpState::Init, None)?;
         nic.modify_qp(qp.qpn, QpState::Rtr, None)?;
         nic.modify_qp(qp.qpn, QpState::Rts, None)?;

@@ -147,6 +147,24 @@ impl EmuDevice {
     pub fn nic(&self) -> &EmuNic {
         &self.nic
     }
+
+    /// The UAR page for the next queue (QP or DCI): the current one until
+    /// it carries RCCL_RUST_GIN_QPS_PER_UAR queues (0: no limit), then a
+    /// new one, as the mlx5 provider shares pages.
+    fn uar_page(&self) -> Arc<UarPage> {
+        let mut cur = self.uar.lock().unwrap_or_else(|e| e.into_inner());
+        match cur.as_mut() {
+            Some((page, n)) if self.qps_per_uar == 0 || *n < self.qps_per_uar => {
+                *n += 1;
+                page.clone()
+            }
+            _ => {
+                let page = UarPage::new(&self.nic);
+                *cur = Some((page.clone(), 1));
+                page
+            }
+        }
+    }
 }
 
 fn decode(a: &NicAddress) -> Option<(u64, u32)> {
@@ -247,28 +265,15 @@ impl Nic for EmuDevice {
     fn create_qp(&self, log_depth: u32, _traffic_class: u8, rings_in_device_memory: bool) -> Result<Box<dyn QueuePair>> {
         let rings = if rings_in_device_memory { RingHome::Device } else { RingHome::Host };
         let mem = QueueMem::new(&HostMemory, log_depth, rings)?;
-        let page = {
-            let mut cur = self.uar.lock().unwrap_or_else(|e| e.into_inner());
-            match cur.as_mut() {
-                Some((page, n)) if self.qps_per_uar == 0 || *n < self.qps_per_uar => {
-                    *n += 1;
-                    page.clone()
-                }
-                _ => {
-                    let page = UarPage::new(&self.nic);
-                    *cur = Some((page.clone(), 1));
-                    page
-                }
-            }
-        };
-        let qp = EmuQp::create_on(&self.nic, self.pd, mem, page).map_err(|e| Error::System(format!("emulated NIC: {e}")))?;
+        let qp = EmuQp::create_on(&self.nic, self.pd, mem, self.uar_page()).map_err(|e| Error::System(format!("emulated NIC: {e}")))?;
         Ok(Box::new(EmuQueuePair(qp)))
     }
     fn create_dci(&self, log_depth: u32, _traffic_class: u8, rings_in_device_memory: bool) -> Result<Box<dyn QueuePair>> {
         let rings = if rings_in_device_memory { RingHome::Device } else { RingHome::Host };
         // Two WQEBBs per WQE: twice the WQEBBs for the same number of WQEs.
         let mem = QueueMem::new(&HostMemory, log_depth + crate::mlx5::queue::DC_WQE_SHIFT, rings)?;
-        let qp = EmuQp::create_dci(&self.nic, self.pd, mem).map_err(|e| Error::System(format!("emulated NIC: {e}")))?;
+        let qp = EmuQp::create_dci_on(&self.nic, self.pd, mem, self.uar_page())
+            .map_err(|e| Error::System(format!("emulated NIC: {e}")))?;
         Ok(Box::new(EmuQueuePair(qp)))
     }
     fn create_dct(&self, key: u64) -> Result<Box<dyn DcTarget>> {
