@@ -914,6 +914,22 @@ fn gin_cases_again_on_dc_initiators() {
     );
 }
 
+/// Both at once: write-mode signals are slot WRITEs through the DCIs. The
+/// merge of the two left the write-mode signal reading the RC peer layout
+/// on DC (remote access errors); this rerun caught it.
+#[test]
+fn gin_cases_again_on_dc_with_write_mode_signals() {
+    rerun_on_dc_in_write_mode(
+        RERUN_DCIS,
+        &[
+            "every_gin_operation_from_1_2_17_63_and_64_lanes",
+            "one_doorbell_per_queue_per_wave_batch",
+            "flush_and_signal_waits_called_by_many_lanes_of_one_wave",
+            "eight_waves_of_64_lanes_mixed_operations_depth_64",
+        ],
+    );
+}
+
 #[test]
 fn signal_cases_again_with_write_mode_signals() {
     rerun_in_write_mode(&[

@@ -375,6 +375,21 @@ pub fn rerun_on_dc(dcis: u32, tests: &[&str]) {
     rerun_with("DC", &[("RCCL_RUST_GIN_TRANSPORT", "dc"), ("RCCL_RUST_GIN_DCIS", &n)], tests);
 }
 
+/// As [`rerun_on_dc`], with write-mode signals too (slot writes through
+/// DCIs: the signal path must read the DC peer layout).
+pub fn rerun_on_dc_in_write_mode(dcis: u32, tests: &[&str]) {
+    if dc_asked() || write_mode_asked() {
+        println!("already on DC or in write mode: this is a rerun");
+        return;
+    }
+    let n = dcis.to_string();
+    rerun_with(
+        "DC with write-mode signals",
+        &[("RCCL_RUST_GIN_TRANSPORT", "dc"), ("RCCL_RUST_GIN_DCIS", &n), ("RCCL_RUST_GIN_SIGNAL_MODE", "write")],
+        tests,
+    );
+}
+
 /// DC initiators of context `ctx` behind a device handle (0: RC).
 pub fn context_dcis(h: *const std::ffi::c_void, ctx: u32) -> u32 {
     // SAFETY: a live handle from createContext and its context array; the

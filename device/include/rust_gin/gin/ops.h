@@ -152,10 +152,11 @@ RG_INLINE int check_signal(const Ctx& x, uint32_t peer, const rust_gin_signal& s
 RG_INLINE Request signal_wqe(const Ctx& x, uint32_t peer, const rust_gin_signal& s) {
   const uint64_t addend = s.op == RUST_GIN_SIGNAL_OP_INC ? 1 : s.value;
   if (write_mode(x.c)) {
-    // check_signal let only indexed signals through.
-    const rust_gin_peer* p = peer_of(x, peer);
+    // check_signal let only indexed signals through. The peer's slot row is
+    // where its descriptor's signal address points, on RC or DC (the DC
+    // peer layout differs: read through signal_table, never peer_of).
     const uint64_t total = x.c->signal_totals + 8 * (uint64_t{peer} * x.c->n_signals + s.id);
-    return slot_request(p->signal_raddr + 8 * s.id, p->signal_rkey, total, addend);
+    return slot_request(signal_table(x, peer) + 8 * s.id, signal_table_rkey(x, peer), total, addend);
   }
   Request r = {};
   r.opcode = mlx5::OP_ATOMIC_FA;
