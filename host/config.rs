@@ -120,7 +120,7 @@ pub const KNOBS: &[(&str, &str, &str)] = &[
     ("RCCL_RUST_GIN_IB_PORT", "1", "mlx5 only: port number"),
     ("RCCL_RUST_GIN_GID_INDEX", "-1", "mlx5 only: GID index for RoCE; -1 picks a RoCE v2 IPv4-mapped GID"),
     ("RCCL_RUST_GIN_TRAFFIC_CLASS", "0", "traffic class when RCCL's config leaves trafficClass undefined (-1)"),
-    ("RCCL_RUST_GIN_QPS_PER_UAR", "16", "queue pairs that share one UAR page and its doorbell register (1 = a page per QP, 0 = one page per device context; mlx5 and the emulated NIC); docs/architecture.md says why sharing is safe"),
+    ("RCCL_RUST_GIN_QPS_PER_UAR", "16", "queue pairs (and DC initiators) that share one UAR page and its doorbell register (1 = a page per QP, 0 = one page per device context; mlx5 and the emulated NIC); docs/architecture.md says why sharing is safe"),
     ("RCCL_RUST_GIN_TRANSPORT", "rc", "rc (a reliable-connected queue pair per context and peer) or dc (Dynamically Connected: `RCCL_RUST_GIN_DCIS` initiators per context, one DC target per rank and rail, 64 bytes of device state per peer); emu provider only so far (mlx5: UNVERIFIED, refused with an error); docs/architecture.md, \"DC transport\""),
     ("RCCL_RUST_GIN_DCIS", "4", "with `RCCL_RUST_GIN_TRANSPORT=dc`: DC initiators per context, a power of two from 1 to 64; peer p always uses initiator p mod this"),
     ("RCCL_RUST_GIN_RAILS", "1", "NICs per context set, 1 to 16: the NIC RCCL's listen(dev) names, then the others closest to the GPU by PCI path; context c uses rail c mod the number of rails (emu: as many emulated NICs per rank); docs/architecture.md, \"Rails\""),

@@ -22,12 +22,7 @@ use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ffi::c_void;
 use std::sync::Mutex;
 
-extern "C" {
-    fn rust_gin_bnxt_post(sq: *const rust_gin_nic_sq, reqs: *const rust_gin_mlx5_request, n: u32) -> i32;
-    fn rust_gin_ionic_post(sq: *const rust_gin_nic_sq, reqs: *const rust_gin_mlx5_request, n: u32) -> i32;
-    fn rust_gin_bnxt_poll(sq: *const rust_gin_nic_sq) -> i32;
-    fn rust_gin_ionic_poll(sq: *const rust_gin_nic_sq) -> i32;
-}
+use rccl_rust_gin::device::{rust_gin_bnxt_poll, rust_gin_bnxt_post, rust_gin_ionic_poll, rust_gin_ionic_post};
 
 /// Zeroed, 4 KiB-aligned host memory standing in for GPU-visible memory.
 struct Buf {

@@ -22,12 +22,7 @@ use rccl_rust_gin::mlx5::sq::{new_error_record, SendQueue};
 use rccl_rust_gin::mlx5::wire::opcode;
 use std::time::{Duration, Instant};
 
-extern "C" {
-    fn rust_gin_bnxt_post(sq: *const rust_gin_nic_sq, reqs: *const rust_gin_mlx5_request, n: u32) -> i32;
-    fn rust_gin_ionic_post(sq: *const rust_gin_nic_sq, reqs: *const rust_gin_mlx5_request, n: u32) -> i32;
-    fn rust_gin_bnxt_poll(sq: *const rust_gin_nic_sq) -> i32;
-    fn rust_gin_ionic_poll(sq: *const rust_gin_nic_sq) -> i32;
-}
+use rccl_rust_gin::device::{rust_gin_bnxt_poll, rust_gin_bnxt_post, rust_gin_ionic_poll, rust_gin_ionic_post};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {

@@ -4,7 +4,8 @@
 // ionic/family.h) over the family-neutral descriptor (abi/nic_queue.h).
 // They exist in the GPU build (ISA checks: each family's doorbell) and in
 // the host build (tests/device_family_host.rs checks their bytes against the
-// Rust twins). No emulated bnxt_re or ionic NIC exists yet.
+// Rust twins; tests/emu_families.rs runs them against the emulated NIC).
+// The Rust side's declarations are bindgen's (host/device.rs).
 #pragma once
 
 #include "rust_gin/abi/mlx5_queue.h"
