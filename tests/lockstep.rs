@@ -889,29 +889,26 @@ fn eight_waves_of_64_lanes_mixed_operations_depth_64() {
     );
 }
 
-/// The signal cases above, again with every signal a slot write
-/// (RCCL_RUST_GIN_SIGNAL_MODE=write), watched for totals that go backwards:
-/// many lanes of one wave adding to the same signal of the same peer, and
-/// eight waves at once.
-/// DC initiators per context in the DC rerun: fewer than the ranks, so
+/// The GIN cases every rerun below runs again in another configuration:
+/// every operation from 1–64 lanes, the doorbell count per batch, many-lane
+/// flushes and waits, and the eight-wave soak.
+const GIN_CASES: [&str; 4] = [
+    "every_gin_operation_from_1_2_17_63_and_64_lanes",
+    "one_doorbell_per_queue_per_wave_batch",
+    "flush_and_signal_waits_called_by_many_lanes_of_one_wave",
+    "eight_waves_of_64_lanes_mixed_operations_depth_64",
+];
+
+/// DC initiators per context in the DC reruns: fewer than the ranks, so
 /// peers share one, and a wave's lanes to different peers meet on one queue.
 const RERUN_DCIS: u32 = 2;
 
 /// The GIN cases again on the DC transport (docs/architecture.md, "DC
-/// transport"): every operation from 1–64 lanes, the doorbell count per
-/// batch, many-lane flushes and waits, and the eight-wave soak, with
-/// RERUN_DCIS initiators per context shared by the peers (p mod 2).
+/// transport"), with RERUN_DCIS initiators per context shared by the peers
+/// (p mod 2).
 #[test]
 fn gin_cases_again_on_dc_initiators() {
-    rerun_on_dc(
-        RERUN_DCIS,
-        &[
-            "every_gin_operation_from_1_2_17_63_and_64_lanes",
-            "one_doorbell_per_queue_per_wave_batch",
-            "flush_and_signal_waits_called_by_many_lanes_of_one_wave",
-            "eight_waves_of_64_lanes_mixed_operations_depth_64",
-        ],
-    );
+    rerun_on_dc(RERUN_DCIS, &GIN_CASES);
 }
 
 /// Both at once: write-mode signals are slot WRITEs through the DCIs. The
@@ -919,23 +916,14 @@ fn gin_cases_again_on_dc_initiators() {
 /// on DC (remote access errors); this rerun caught it.
 #[test]
 fn gin_cases_again_on_dc_with_write_mode_signals() {
-    rerun_on_dc_in_write_mode(
-        RERUN_DCIS,
-        &[
-            "every_gin_operation_from_1_2_17_63_and_64_lanes",
-            "one_doorbell_per_queue_per_wave_batch",
-            "flush_and_signal_waits_called_by_many_lanes_of_one_wave",
-            "eight_waves_of_64_lanes_mixed_operations_depth_64",
-        ],
-    );
+    rerun_on_dc_in_write_mode(RERUN_DCIS, &GIN_CASES);
 }
 
+/// The signal cases above, again with every signal a slot write
+/// (RCCL_RUST_GIN_SIGNAL_MODE=write), watched for totals that go backwards:
+/// many lanes of one wave adding to the same signal of the same peer, and
+/// eight waves at once.
 #[test]
 fn signal_cases_again_with_write_mode_signals() {
-    rerun_in_write_mode(&[
-        "every_gin_operation_from_1_2_17_63_and_64_lanes",
-        "one_doorbell_per_queue_per_wave_batch",
-        "flush_and_signal_waits_called_by_many_lanes_of_one_wave",
-        "eight_waves_of_64_lanes_mixed_operations_depth_64",
-    ]);
+    rerun_in_write_mode(&GIN_CASES);
 }
