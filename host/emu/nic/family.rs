@@ -425,13 +425,8 @@ impl Inner {
                     continue;
                 }
             };
-            let pending = |g: &dyn Fn(&Inflight) -> bool| qp.inflight.iter().any(|e| matches!(e.status, Status::Pending) && g(e));
-            match d.fence {
-                Fence::Strong if pending(&|_| true) => return progress,
-                Fence::Small if pending(&|e| matches!(e.awaits, Await::Read { .. } | Await::Atomic { .. })) => {
-                    return progress
-                }
-                _ => {}
+            if super::requester::fence_holds(qp, d.fence) {
+                return progress;
             }
             if let Err(why) = f.check_msn(ci, log, d.op.length()) {
                 tracing::warn!(qpn, index, why, "emulated NIC: MSN table entry does not match the WQE");

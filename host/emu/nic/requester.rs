@@ -131,13 +131,8 @@ impl Inner {
                     continue;
                 }
             };
-            let pending = |f: &dyn Fn(&Inflight) -> bool| qp.inflight.iter().any(|e| matches!(e.status, Status::Pending) && f(e));
-            match wqe::fence_of(&w.ctrl) {
-                Fence::Strong if pending(&|_| true) => return progress,
-                Fence::Small if pending(&|e| matches!(e.awaits, Await::Read { .. } | Await::Atomic { .. })) => {
-                    return progress
-                }
-                _ => {}
+            if fence_holds(qp, wqe::fence_of(&w.ctrl)) {
+                return progress;
             }
             // A DC initiator's WQE names its target. An address that is no
             // NIC of this fabric never gets an answer: retries run out.
@@ -154,13 +149,12 @@ impl Inner {
                 let to = (node, av.dqp_dct);
                 // DCI reuse: a new target only once the DCI is drained, so
                 // one connection's ACKs never answer another's requests.
-                if let Transport::Dci { current } = &mut qp.transport {
-                    if *current != Some(to) {
-                        if pending(&|_| true) {
-                            return progress;
-                        }
-                        *current = Some(to);
+                let switching = matches!(qp.transport, Transport::Dci { current } if current != Some(to));
+                if switching {
+                    if fence_holds(qp, Fence::Strong) {
+                        return progress;
                     }
+                    qp.transport = Transport::Dci { current: Some(to) };
                 }
                 target = Some((to.0, to.1, av.dc_key));
             }
@@ -439,6 +433,17 @@ pub(super) fn land_posted(st: &mut State, now: Option<Instant>) -> usize {
         n += 1;
     }
     n
+}
+
+/// Whether `fence` holds the QP's next WQE back: every earlier WQE still
+/// pending (strong), or an earlier READ or atomic (small).
+pub(super) fn fence_holds(qp: &Qp, fence: Fence) -> bool {
+    let pending = |f: &dyn Fn(&Inflight) -> bool| qp.inflight.iter().any(|e| matches!(e.status, Status::Pending) && f(e));
+    match fence {
+        Fence::None => false,
+        Fence::Strong => pending(&|_| true),
+        Fence::Small => pending(&|e| matches!(e.awaits, Await::Read { .. } | Await::Atomic { .. })),
+    }
 }
 
 /// The send queue's producer index from its doorbell record (16 bits).

@@ -41,8 +41,6 @@ struct Family {
   // keep one (bnxt_re) have the producer give each WQE its PSN range in
   // ticket order, while the publish turn is held (SendQueue::note_psns).
   static constexpr bool kPsnTable = false;
-  RG_INLINE static uint32_t packets(const Desc*, const Request&) { return 0; }
-  RG_INLINE static void note_psn(const Desc*, uint64_t, uint64_t, uint64_t) {}
 
   // An RC WQE is one 64-byte WQEBB, written one 16-byte store per segment as
   // it is built (mlx5/wqe.h); a DC initiator's (wqe_shift 1) is two, with

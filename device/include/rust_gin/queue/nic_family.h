@@ -20,10 +20,9 @@ struct NicSqFamily {
   // WQEs the ring keeps free (see mlx5/family.h).
   static constexpr uint32_t kRingSlack = 0;
   // Whether the family keeps a PSN table the producer writes in ticket order
-  // (bnxt_re's MSN search table; see mlx5/family.h).
+  // (bnxt_re's MSN search table; see mlx5/family.h). Families that do supply
+  // packets(d, req) and note_psn(d, index, start, next).
   static constexpr bool kPsnTable = false;
-  RG_INLINE static uint32_t packets(const Desc*, const Request&) { return 0; }
-  RG_INLINE static void note_psn(const Desc*, uint64_t, uint64_t, uint64_t) {}
 
   RG_INLINE static uint32_t mask(uint32_t log) { return (1u << log) - 1; }
 
