@@ -21,9 +21,32 @@ const FAULTS: &[(&str, &str)] = &[
 const LIB_SOURCE: &str = "device/src/rust_gin_device.hip";
 const ISA_SOURCE: &str = "device/src/isa_entry.hip";
 
+/// The NIC families the GPU library serves (`RUST_GIN_NIC_FAMILIES`, a
+/// comma list of mlx5, bnxt, ionic; mlx5 alone by default), as the mask
+/// gin/family.h takes: each family's code inlined into every GIN entry point
+/// costs the kernels registers (docs/nic-families.md, "Choosing the families
+/// at build time"). The host build always has all three.
+pub fn gpu_families() -> u32 {
+    let list = env("RUST_GIN_NIC_FAMILIES").unwrap_or_else(|| "mlx5".into());
+    let mut mask = 0;
+    for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        mask |= match name {
+            "mlx5" => 1,
+            "bnxt" | "bnxt_re" => 2,
+            "ionic" => 4,
+            _ => fail(&format!("RUST_GIN_NIC_FAMILIES={list}: unknown family {name:?} (mlx5, bnxt, ionic)")),
+        };
+    }
+    if mask == 0 {
+        fail(&format!("RUST_GIN_NIC_FAMILIES={list:?} names no family (mlx5, bnxt, ionic)"));
+    }
+    mask
+}
+
 fn common_flags(cmd: &mut Command, target: &Target) {
     let include = manifest_dir().join("device/include");
     cmd.args(["-x", "hip", "-std=c++17", "-O3", "-nogpuinc", "-nogpulib", "-Wall", "-Wextra"])
+        .arg(format!("-DRUST_GIN_FAMILIES={}", gpu_families()))
         .arg(format!("--offload-arch={}", target.id))
         .arg("-I")
         .arg(include);
@@ -102,6 +125,7 @@ pub fn build() {
              checks and device-link tests will fail. Never set it for CI or for RCCL."
         );
         println!("cargo:rustc-env=RUST_GIN_GPU_TARGETS=");
+        println!("cargo:rustc-env=RUST_GIN_GPU_FAMILIES={}", gpu_families());
         return;
     }
     let targets = toolchain::requested_targets();
@@ -145,10 +169,11 @@ pub fn build() {
 
     let archs: Vec<&str> = targets.iter().map(|t| t.arch.as_str()).collect();
     let manifest = format!(
-        "compiler: {}\nversion: {}\ntargets: {}\ndevice-libs: {}{}\n",
+        "compiler: {}\nversion: {}\ntargets: {}\nNIC families (mask): {}\ndevice-libs: {}{}\n",
         tc.clang.display(),
         tc.description,
         targets.iter().map(|t| t.id.as_str()).collect::<Vec<_>>().join(";"),
+        gpu_families(),
         libs.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "not found".into()),
         if shimmed.is_empty() { String::new() } else { format!(" (ISA-version shim for {})", shimmed.join(", ")) },
     );
@@ -156,6 +181,7 @@ pub fn build() {
 
     println!("cargo:rustc-cfg=rust_gin_device_built");
     println!("cargo:rustc-env=RUST_GIN_GPU_TARGETS={}", archs.join(","));
+    println!("cargo:rustc-env=RUST_GIN_GPU_FAMILIES={}", gpu_families());
     println!("cargo:rustc-env=RUST_GIN_DEVICE_DIR={}", root.display());
     println!("cargo:rustc-env=RUST_GIN_DEVICE_BUILD_DIR={}", build_dir.display());
     println!("cargo:rustc-env=RUST_GIN_HIP_CLANG={}", tc.clang.display());

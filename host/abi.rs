@@ -5,6 +5,26 @@
 
 include!(concat!(env!("OUT_DIR"), "/abi.rs"));
 
+impl rust_gin_nic_sq {
+    /// As [`rust_gin_mlx5_sq::with_read_flush`], plus where the flush's
+    /// 1-byte WRITE lands at the peer (abi/nic_queue.h): these families have
+    /// no DUMP, so a flush after READs is a fenced WRITE read from `addr`.
+    pub fn with_read_flush(mut self, addr: u64, lkey: u32, raddr: u64, rkey: u32) -> Self {
+        self.flush_addr = addr;
+        self.flush_lkey = lkey;
+        self.flush_raddr = raddr;
+        self.flush_rkey = rkey;
+        self
+    }
+
+    /// As [`rust_gin_mlx5_sq::with_counters`] (u32 per WQE).
+    pub fn with_counters(mut self, log: u64, counters: u64) -> Self {
+        self.counter_log = log;
+        self.counters = counters;
+        self
+    }
+}
+
 impl rust_gin_mlx5_sq {
     /// The local byte a flush after READs has the NIC read (a DUMP WQE, see
     /// abi/mlx5_queue.h): it must lie in memory READs write, registered for

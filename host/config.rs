@@ -54,6 +54,8 @@ pub struct Config {
     pub emu_progress: EmuProgress,
     pub emu_mtu: usize,
     pub emu_read_delay_us: u64,
+    /// The NIC family the emulated NIC presents (its queue formats).
+    pub emu_family: crate::provider::NicFamily,
     pub nic_filter: Option<String>,
     pub ib_port: u8,
     pub gid_index: i32,
@@ -90,6 +92,7 @@ impl Default for Config {
             emu_progress: EmuProgress::Thread,
             emu_mtu: 4096,
             emu_read_delay_us: 0,
+            emu_family: crate::provider::NicFamily::Mlx5,
             nic_filter: None,
             ib_port: 1,
             gid_index: -1,
@@ -116,6 +119,7 @@ pub const KNOBS: &[(&str, &str, &str)] = &[
     ("RCCL_RUST_GIN_EMU_PROGRESS", "thread", "emu only: thread (a polling thread per NIC) or proxy (RCCL's ginProgress drives it)"),
     ("RCCL_RUST_GIN_EMU_MTU", "4096", "emu only: packet payload size, a power of two from 256 to 65536"),
     ("RCCL_RUST_GIN_EMU_READ_DELAY_US", "0", "emu only: READ data lands up to this long after its CQE unless a flush (DUMP) lands it; 0 = at once (a fault model for tests)"),
+    ("RCCL_RUST_GIN_EMU_FAMILY", "mlx5", "emu only: the NIC family the emulated NIC presents: mlx5 (ConnectX WQEs, doorbell records, 64-byte CQEs), bnxt_re (Thor2: 128-byte static-mode WQEs, MSN table) or ionic (Pollara: 64-byte WQEs, colour bits); the GIN operations post that family's bytes (docs/nic-families.md)"),
     ("RCCL_RUST_GIN_NIC", "(all mlx5 devices)", "mlx5 only: comma-separated device names to use"),
     ("RCCL_RUST_GIN_IB_PORT", "1", "mlx5 only: port number"),
     ("RCCL_RUST_GIN_GID_INDEX", "-1", "mlx5 only: GID index for RoCE; -1 picks a RoCE v2 IPv4-mapped GID"),
@@ -191,6 +195,18 @@ impl Config {
                 _ => {
                     return Err(Error::InvalidArgument(format!(
                         "RCCL_RUST_GIN_EMU_FABRIC={v:?}: use local:<name> or shm:<name>"
+                    )))
+                }
+            };
+        }
+        if let Some(v) = get("RCCL_RUST_GIN_EMU_FAMILY") {
+            c.emu_family = match v.as_str() {
+                "mlx5" => crate::provider::NicFamily::Mlx5,
+                "bnxt_re" | "bnxt" => crate::provider::NicFamily::Bnxt,
+                "ionic" => crate::provider::NicFamily::Ionic,
+                _ => {
+                    return Err(Error::InvalidArgument(format!(
+                        "RCCL_RUST_GIN_EMU_FAMILY={v:?}: use mlx5, bnxt_re or ionic"
                     )))
                 }
             };

@@ -105,6 +105,10 @@ pub fn arg_name(arg: u8) -> &'static str {
             "VA signal refused: this context's signals are RDMA writes into per-sender slots (no remote atomics), \
              which cannot target an arbitrary window word (RCCL_RUST_GIN_SIGNAL_MODE)"
         }
+        a::RUST_GIN_ARG_FAMILY => {
+            "NIC family not served: lanes of one call named contexts of different NIC families, or the device \
+             library was built without this NIC's family (rebuild with RUST_GIN_NIC_FAMILIES naming it)"
+        }
         _ => "an argument",
     }
 }
@@ -112,6 +116,9 @@ pub fn arg_name(arg: u8) -> &'static str {
 /// The sticky device-side error, decoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DeviceError {
+    /// The NIC family whose completion status `syndrome` is (the record
+    /// does not say; its reader knows the queue's family).
+    pub family: crate::provider::NicFamily,
     pub code: u32,
     pub peer: u32,
     pub qpn: u32,
@@ -141,7 +148,24 @@ impl DeviceError {
             expected: r.expected,
             observed: r.observed,
             count: r.count,
+            family: crate::provider::NicFamily::Mlx5,
         })
+    }
+
+    /// The same error, its syndrome read as family `f`'s completion status.
+    pub fn on_family(mut self, f: crate::provider::NicFamily) -> Self {
+        self.family = f;
+        self
+    }
+
+    /// The name of the completion status in the family's own table.
+    pub fn syndrome_name(&self) -> &'static str {
+        use crate::provider::NicFamily;
+        match self.family {
+            NicFamily::Mlx5 => crate::mlx5::wire::syndrome::name(self.syndrome),
+            NicFamily::Bnxt => crate::bnxt::wire::status::name(self.syndrome),
+            NicFamily::Ionic => crate::ionic::wire::status::name(u32::from(self.syndrome)),
+        }
     }
 }
 
@@ -156,7 +180,7 @@ impl std::fmt::Display for DeviceError {
                 self.qpn,
                 self.wqe_index,
                 self.syndrome,
-                crate::mlx5::wire::syndrome::name(self.syndrome),
+                self.syndrome_name(),
                 self.vendor_syndrome,
                 self.wqe_opcode
             ),

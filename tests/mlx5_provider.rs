@@ -672,7 +672,7 @@ fn hw_loopback_write_atomic_read() {
         )
     };
     let err = new_error_record(alloc.as_ref()).unwrap();
-    let sq = SendQueue::new(alloc.as_ref(), &a.descriptor(1, err.dev_addr(), 5_000_000_000)).unwrap();
+    let sq = SendQueue::new(alloc.as_ref(), &a.descriptor(1, err.dev_addr(), 5_000_000_000).mlx5().expect("mlx5")).unwrap();
     let req = |op: u8, len: u32, l: u64, r: u64, operand0: u64| rust_gin_mlx5_request {
         opcode: op,
         flags: RUST_GIN_REQ_SIGNALED as u8,

@@ -46,7 +46,7 @@ fn run(s: &StandIn, mode: MemoryMode) -> Result<Run> {
     let mr = unsafe { nic.reg_mr(data.dev_addr() + 0x100, 2 * 4096, Access::all())? };
     Ok(Run {
         qpns: [a.qpn(), b.qpn()],
-        descriptors: [a.descriptor(1, 0, 0), b.descriptor(1, 0, 0)],
+        descriptors: [a.descriptor(1, 0, 0).mlx5().expect("mlx5"), b.descriptor(1, 0, 0).mlx5().expect("mlx5")],
         dmabuf_supported: nic.info().ptr_support & NCCL_PTR_DMABUF != 0,
         keys: (mr.lkey(), mr.rkey()),
     })
@@ -600,7 +600,7 @@ fn qps_share_uar_pages_as_configured_and_free_them_with_their_last_qp() {
                 let group = if per_page == 0 { 0 } else { k / per_page as usize };
                 assert_eq!(*page, per_qp[group * per_page.max(1) as usize], "{what}: QP {k} is on its group's page");
                 let cpu = s.doorbell_addr(*page).expect("a page the stand-in made") as u64;
-                assert_eq!(made[k].descriptor(1, 0, 0).uar_db, cpu + GPU_IO_OFFSET, "{what}: QP {k} rings its page");
+                assert_eq!(made[k].descriptor(1, 0, 0).mlx5().expect("mlx5").uar_db, cpu + GPU_IO_OFFSET, "{what}: QP {k} rings its page");
             }
             let distinct: std::collections::BTreeSet<_> = per_qp.iter().collect();
             assert_eq!(distinct.len(), pages, "{what}: distinct pages in the QP contexts");

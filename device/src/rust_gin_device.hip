@@ -105,15 +105,15 @@ RG_EXTERN_C RG_DEV int rust_gin_ionic_poll(const rust_gin_nic_sq* sq) {
 
 using namespace rust_gin::gin;
 
-RG_EXTERN_C RG_DEV int rust_gin_put(const void* handle, uint32_t context, uint32_t peer, const void* dst_window,
-                                    uint64_t dst_off, const void* src_window, uint64_t src_off, uint64_t bytes,
-                                    rust_gin_signal signal, uint32_t has_counter, uint32_t counter_id,
-                                    uint32_t flags) {
-  RG_WAVE_ENTRY();
-  Ctx x;
-  int s = resolve(handle, context, &x);
+namespace {
+// Each operation below is written once over the family F (gin/family.h);
+// its entry point resolves the context and runs its family's instance.
+template <class F>
+RG_INLINE int put_on(const Ctx& x, uint32_t peer, const void* dst_window, uint64_t dst_off, const void* src_window,
+                     uint64_t src_off, uint64_t bytes, const rust_gin_signal& signal, uint32_t has_counter,
+                     uint32_t counter_id, uint32_t flags) {
+  int s = check_peer<F>(x, peer);
   if (s) return s;
-  if ((s = check_peer(x, peer))) return s;
   if (bytes) {
     if ((s = check_window(x, peer, dst_window, dst_off, bytes))) return s;
     if ((s = check_window(x, peer, src_window, src_off, bytes))) return s;
@@ -140,7 +140,7 @@ RG_EXTERN_C RG_DEV int rust_gin_put(const void* handle, uint32_t context, uint32
       w.laddr = src->local_base + src_off + done_bytes;
       w.raddr = remote(x, dst_window, peer).base + dst_off + done_bytes;
       w.rkey = remote(x, dst_window, peer).rkey;
-      if ((s = post(x, peer, w, flags & ~RUST_GIN_FLAG_AGGREGATE))) break;
+      if ((s = post<F>(x, peer, w, flags & ~RUST_GIN_FLAG_AGGREGATE))) break;
       done_bytes += kMaxChunk;
     }
   }
@@ -165,11 +165,11 @@ RG_EXTERN_C RG_DEV int rust_gin_put(const void* handle, uint32_t context, uint32
     // A step no lane of the wave needs is skipped (a wave-uniform test: its
     // ballots and group steps would post nothing).
     if (wave::any(bytes != 0)) {
-      s = post(x, peer, w, flags, has_signal ? 0 : counter_tag, bytes != 0, has_signal);
+      s = post<F>(x, peer, w, flags, has_signal ? 0 : counter_tag, bytes != 0, has_signal);
       if (s) return s;
     }
     if (wave::any(has_signal)) {
-      s = post(x, peer, has_signal ? signal_wqe(x, peer, signal) : Request{}, flags, counter_tag, has_signal);
+      s = post<F>(x, peer, has_signal ? signal_wqe<F>(x, peer, signal) : Request{}, flags, counter_tag, has_signal);
     }
   } else if (has_counter) {
     // A zero-byte put without a signal moves nothing: complete at once.
@@ -178,14 +178,11 @@ RG_EXTERN_C RG_DEV int rust_gin_put(const void* handle, uint32_t context, uint32
   return s;
 }
 
-RG_EXTERN_C RG_DEV int rust_gin_put_value(const void* handle, uint32_t context, uint32_t peer,
-                                          const void* dst_window, uint64_t dst_off, uint64_t value, uint32_t size,
-                                          rust_gin_signal signal, uint32_t flags) {
-  RG_WAVE_ENTRY();
-  Ctx x;
-  int s = resolve(handle, context, &x);
+template <class F>
+RG_INLINE int put_value_on(const Ctx& x, uint32_t peer, const void* dst_window, uint64_t dst_off, uint64_t value,
+                           uint32_t size, const rust_gin_signal& signal, uint32_t flags) {
+  int s = check_peer<F>(x, peer);
   if (s) return s;
-  if ((s = check_peer(x, peer))) return s;
   if (size != 1 && size != 2 && size != 4 && size != 8) return invalid(x.err, peer, RUST_GIN_ARG_SIZE, size, 8);
   if ((s = check_window(x, peer, dst_window, dst_off, size))) return s;
   Request w = {};
@@ -199,31 +196,25 @@ RG_EXTERN_C RG_DEV int rust_gin_put_value(const void* handle, uint32_t context, 
   if (has_signal && (s = check_signal(x, peer, signal))) return s;
   if (flags & RUST_GIN_FLAG_RELEASE_SYSTEM) fence_release_system();
   // As in rust_gin_put: the data, then the signal built and posted behind it.
-  if ((s = post(x, peer, w, flags, 0, true, has_signal))) return s;
+  if ((s = post<F>(x, peer, w, flags, 0, true, has_signal))) return s;
   if (!wave::any(has_signal)) return RUST_GIN_OK;  // no lane has a signal step
-  return post(x, peer, has_signal ? signal_wqe(x, peer, signal) : Request{}, flags, 0, has_signal);
+  return post<F>(x, peer, has_signal ? signal_wqe<F>(x, peer, signal) : Request{}, flags, 0, has_signal);
 }
 
-RG_EXTERN_C RG_DEV int rust_gin_signal_peer(const void* handle, uint32_t context, uint32_t peer,
-                                            rust_gin_signal signal, uint32_t flags) {
-  RG_WAVE_ENTRY();
-  Ctx x;
-  int s = resolve(handle, context, &x);
+template <class F>
+RG_INLINE int signal_peer_on(const Ctx& x, uint32_t peer, const rust_gin_signal& signal, uint32_t flags) {
+  int s = check_peer<F>(x, peer);
   if (s) return s;
-  if ((s = check_peer(x, peer))) return s;
   if ((s = check_signal(x, peer, signal))) return s;
   if (flags & RUST_GIN_FLAG_RELEASE_SYSTEM) fence_release_system();
-  return post(x, peer, signal_wqe(x, peer, signal), flags);
+  return post<F>(x, peer, signal_wqe<F>(x, peer, signal), flags);
 }
 
-RG_EXTERN_C RG_DEV int rust_gin_get(const void* handle, uint32_t context, uint32_t peer, const void* remote_window,
-                                    uint64_t remote_off, const void* local_window, uint64_t local_off,
-                                    uint64_t bytes, uint32_t flags) {
-  RG_WAVE_ENTRY();
-  Ctx x;
-  int s = resolve(handle, context, &x);
+template <class F>
+RG_INLINE int get_on(const Ctx& x, uint32_t peer, const void* remote_window, uint64_t remote_off,
+                     const void* local_window, uint64_t local_off, uint64_t bytes, uint32_t flags) {
+  int s = check_peer<F>(x, peer);
   if (s) return s;
-  if ((s = check_peer(x, peer))) return s;
   if (bytes == 0) return RUST_GIN_OK;
   if ((s = check_window(x, peer, remote_window, remote_off, bytes))) return s;
   if ((s = check_window(x, peer, local_window, local_off, bytes))) return s;
@@ -243,21 +234,19 @@ RG_EXTERN_C RG_DEV int rust_gin_get(const void* handle, uint32_t context, uint32
     // All but the last chunk of a get larger than one WQE, as in rust_gin_put.
     wave::Region big(bytes > kMaxChunk);
     while (big && bytes - off > kMaxChunk) {
-      if ((s = post(x, peer, read(off, kMaxChunk), flags & ~RUST_GIN_FLAG_AGGREGATE))) break;
+      if ((s = post<F>(x, peer, read(off, kMaxChunk), flags & ~RUST_GIN_FLAG_AGGREGATE))) break;
       off += kMaxChunk;
     }
   }
   if (s) return s;
-  return post(x, peer, read(off, bytes - off), flags);
+  return post<F>(x, peer, read(off, bytes - off), flags);
 }
 
-RG_EXTERN_C RG_DEV int rust_gin_flush(const void* handle, uint32_t context, uint32_t coop_rank, uint32_t coop_size,
-                                      const uint32_t* abort_flag, uint64_t timeout_cycles) {
-  RG_WAVE_ENTRY();
-  Ctx x;
-  int s = resolve(handle, context, &x);
-  if (s) return s;
-  if (coop_size == 0) return invalid(x.err, 0, RUST_GIN_ARG_SIZE, 0, 1);
+template <class F>
+RG_INLINE int flush_on(const Ctx& x, uint32_t coop_rank, uint32_t coop_size, const uint32_t* abort_flag,
+                       uint64_t timeout_cycles) {
+  typedef typename F::Desc Desc;
+  int s = RUST_GIN_OK;
   Bound bound(x.h->timeout_ns, abort_flag, timeout_cycles);
   int first_error = RUST_GIN_OK;
   // Lanes walk their peers (coop_rank, coop_rank + coop_size, ...) in step,
@@ -268,22 +257,101 @@ RG_EXTERN_C RG_DEV int rust_gin_flush(const void* handle, uint32_t context, uint
   // Ranks the context set has no queue pair to (a v15 peer array) have
   // nothing to flush.
   for (uint64_t p = coop_rank; wave::any(p < nranks); p += coop_size) {
-    const bool mine = p < nranks && connected(x, static_cast<uint32_t>(p));
+    const bool mine = p < nranks && connected<F>(x, static_cast<uint32_t>(p));
     uint64_t target = 0;
-    s = gin::flush_target(mine ? queue_of(x, static_cast<uint32_t>(p)) : nullptr, mine, &target);
+    s = gin::flush_target<F>(mine ? queue_of<F>(x, static_cast<uint32_t>(p)) : nullptr, mine, &target);
     if (mine && s && !first_error) first_error = s;
   }
   for (uint64_t p = coop_rank; wave::any(p < nranks); p += coop_size) {
-    const bool mine = p < nranks && connected(x, static_cast<uint32_t>(p));
-    const rust_gin_mlx5_sq* q = mine ? queue_of(x, static_cast<uint32_t>(p)) : nullptr;
+    const bool mine = p < nranks && connected<F>(x, static_cast<uint32_t>(p));
+    const Desc* q = mine ? queue_of<F>(x, static_cast<uint32_t>(p)) : nullptr;
     uint64_t target = 0;
-    if (gin::flush_target(q, mine, &target) || !mine) continue;
-    SendQueue sq(q);
+    if (gin::flush_target<F>(q, mine, &target) || !mine) continue;
+    FamilyQueue<F> sq(q);
     s = sq.wait_done(target, RUST_GIN_WAIT_FLUSH, bound);
     if (s == RUST_GIN_ERR_ABORTED) return s;
     if (s && !first_error) first_error = s;
   }
   return first_error;
+}
+
+template <class F>
+RG_INLINE int flush_async_on(const Ctx& x, uint32_t peer, uint64_t* target) {
+  const int s = check_peer<F>(x, peer);
+  if (s) return s;
+  return gin::flush_target<F>(queue_of<F>(x, peer), true, target);
+}
+
+template <class F>
+RG_INLINE int wait_on(const Ctx& x, const rust_gin_request& request, const uint32_t* abort_flag,
+                      uint64_t timeout_cycles) {
+  const int s = check_peer<F>(x, request.peer);
+  if (s) return s;
+  FamilyQueue<F> sq(queue_of<F>(x, request.peer));
+  Bound bound(x.h->timeout_ns, abort_flag, timeout_cycles);
+  return sq.wait_done(request.target, RUST_GIN_WAIT_FLUSH, bound);
+}
+}  // namespace
+
+// A family's operation behind an entry point: `call` with F the context's
+// family (gin/family.h); a lane whose context's family differs from the
+// wave's, or is not built, is refused, with its error recorded.
+#define RG_ON_FAMILY(x, call)                                                                              \
+  with_family(                                                                                             \
+      (x).c->family, [&](auto f_) { typedef decltype(f_) F; return call; },                              \
+      [&](uint32_t wave_family) {                                                                          \
+        return invalid((x).err, (x).h->rank, RUST_GIN_ARG_FAMILY, (x).c->family, wave_family);     \
+      })
+
+RG_EXTERN_C RG_DEV int rust_gin_put(const void* handle, uint32_t context, uint32_t peer, const void* dst_window,
+                                    uint64_t dst_off, const void* src_window, uint64_t src_off, uint64_t bytes,
+                                    rust_gin_signal signal, uint32_t has_counter, uint32_t counter_id,
+                                    uint32_t flags) {
+  RG_WAVE_ENTRY();
+  Ctx x;
+  const int s = resolve(handle, context, &x);
+  if (s) return s;
+  return RG_ON_FAMILY(x, put_on<F>(x, peer, dst_window, dst_off, src_window, src_off, bytes, signal, has_counter,
+                                   counter_id, flags));
+}
+
+RG_EXTERN_C RG_DEV int rust_gin_put_value(const void* handle, uint32_t context, uint32_t peer,
+                                          const void* dst_window, uint64_t dst_off, uint64_t value, uint32_t size,
+                                          rust_gin_signal signal, uint32_t flags) {
+  RG_WAVE_ENTRY();
+  Ctx x;
+  const int s = resolve(handle, context, &x);
+  if (s) return s;
+  return RG_ON_FAMILY(x, put_value_on<F>(x, peer, dst_window, dst_off, value, size, signal, flags));
+}
+
+RG_EXTERN_C RG_DEV int rust_gin_signal_peer(const void* handle, uint32_t context, uint32_t peer,
+                                            rust_gin_signal signal, uint32_t flags) {
+  RG_WAVE_ENTRY();
+  Ctx x;
+  const int s = resolve(handle, context, &x);
+  if (s) return s;
+  return RG_ON_FAMILY(x, signal_peer_on<F>(x, peer, signal, flags));
+}
+
+RG_EXTERN_C RG_DEV int rust_gin_get(const void* handle, uint32_t context, uint32_t peer, const void* remote_window,
+                                    uint64_t remote_off, const void* local_window, uint64_t local_off,
+                                    uint64_t bytes, uint32_t flags) {
+  RG_WAVE_ENTRY();
+  Ctx x;
+  const int s = resolve(handle, context, &x);
+  if (s) return s;
+  return RG_ON_FAMILY(x, get_on<F>(x, peer, remote_window, remote_off, local_window, local_off, bytes, flags));
+}
+
+RG_EXTERN_C RG_DEV int rust_gin_flush(const void* handle, uint32_t context, uint32_t coop_rank, uint32_t coop_size,
+                                      const uint32_t* abort_flag, uint64_t timeout_cycles) {
+  RG_WAVE_ENTRY();
+  Ctx x;
+  const int s = resolve(handle, context, &x);
+  if (s) return s;
+  if (coop_size == 0) return invalid(x.err, 0, RUST_GIN_ARG_SIZE, 0, 1);
+  return RG_ON_FAMILY(x, flush_on<F>(x, coop_rank, coop_size, abort_flag, timeout_cycles));
 }
 
 RG_EXTERN_C RG_DEV int rust_gin_flush_async(const void* handle, uint32_t context, uint32_t peer,
@@ -292,9 +360,9 @@ RG_EXTERN_C RG_DEV int rust_gin_flush_async(const void* handle, uint32_t context
   Ctx x;
   int s = resolve(handle, context, &x);
   if (s) return s;
-  if ((s = check_peer(x, peer))) return s;
   uint64_t target = 0;
-  s = gin::flush_target(queue_of(x, peer), true, &target);
+  s = RG_ON_FAMILY(x, flush_async_on<F>(x, peer, &target));
+  if (s == RUST_GIN_ERR_INVALID) return s;
   out->context = context;
   out->peer = peer;
   out->target = target;
@@ -305,12 +373,9 @@ RG_EXTERN_C RG_DEV int rust_gin_wait(const void* handle, rust_gin_request reques
                                      uint64_t timeout_cycles) {
   RG_WAVE_ENTRY();
   Ctx x;
-  int s = resolve(handle, request.context, &x);
+  const int s = resolve(handle, request.context, &x);
   if (s) return s;
-  if ((s = check_peer(x, request.peer))) return s;
-  SendQueue sq(queue_of(x, request.peer));
-  Bound bound(x.h->timeout_ns, abort_flag, timeout_cycles);
-  return sq.wait_done(request.target, RUST_GIN_WAIT_FLUSH, bound);
+  return RG_ON_FAMILY(x, wait_on<F>(x, request, abort_flag, timeout_cycles));
 }
 
 RG_EXTERN_C RG_DEV uint64_t* rust_gin_signal_ptr(const void* handle, uint32_t context, uint32_t id,
@@ -352,8 +417,8 @@ RG_EXTERN_C RG_DEV int rust_gin_signal_wait(const void* handle, uint32_t context
   int s = resolve(handle, context, &x);
   if (s) return s;
   if (id >= x.c->n_signals) return invalid(x.err, x.h->rank, RUST_GIN_ARG_SIGNAL, id, x.c->n_signals);
-  return wait_word(x, word<uint64_t>(x.c->signals, id), word<uint64_t>(x.c->signal_offsets, id), least,
-                   RUST_GIN_WAIT_SIGNAL, id, abort_flag, timeout_cycles, false, write_mode(x.c));
+  return wait_word<NoFamily>(x, word<uint64_t>(x.c->signals, id), word<uint64_t>(x.c->signal_offsets, id), least,
+                             RUST_GIN_WAIT_SIGNAL, id, abort_flag, timeout_cycles, write_mode(x.c));
 }
 
 RG_EXTERN_C RG_DEV void rust_gin_signal_reset(const void* handle, uint32_t context, uint32_t id) {
@@ -395,7 +460,7 @@ RG_EXTERN_C RG_DEV uint64_t rust_gin_counter_read(const void* handle, uint32_t c
     return 0;
   }
   // Counters advance when their queues are polled: a reader polls them.
-  progress_counters(x);
+  RG_ON_FAMILY(x, progress_counters<F>(x));
   return atomic_load(word<uint64_t>(x.c->counters, id), __ATOMIC_ACQUIRE, Scope::agent);
 }
 
@@ -406,8 +471,8 @@ RG_EXTERN_C RG_DEV int rust_gin_counter_wait(const void* handle, uint32_t contex
   int s = resolve(handle, context, &x);
   if (s) return s;
   if (id >= x.c->n_counters) return invalid(x.err, x.h->rank, RUST_GIN_ARG_COUNTER, id, x.c->n_counters);
-  return wait_word(x, word<uint64_t>(x.c->counters, id), nullptr, least, RUST_GIN_WAIT_COUNTER, id, abort_flag,
-                   timeout_cycles, true);
+  return RG_ON_FAMILY(x, wait_word<F>(x, word<uint64_t>(x.c->counters, id), nullptr, least, RUST_GIN_WAIT_COUNTER,
+                                      id, abort_flag, timeout_cycles));
 }
 
 RG_EXTERN_C RG_DEV void rust_gin_counter_reset(const void* handle, uint32_t context, uint32_t id) {

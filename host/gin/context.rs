@@ -21,8 +21,8 @@ use crate::session::dc::DcMesh;
 use crate::session::mesh::{PeerSet, QpMesh};
 use crate::session::rails::{on_rail, rail_of, RailSet};
 use crate::abi::{
-    rust_gin_context, rust_gin_dc_peer, rust_gin_error, rust_gin_handle, rust_gin_mlx5_sq, rust_gin_peer,
-    RUST_GIN_DEVICE_ABI_VERSION, RUST_GIN_HANDLE_MAGIC,
+    rust_gin_context, rust_gin_dc_peer, rust_gin_error, rust_gin_handle, rust_gin_mlx5_sq, rust_gin_nic_peer,
+    rust_gin_nic_sq, rust_gin_peer, RUST_GIN_DEVICE_ABI_VERSION, RUST_GIN_HANDLE_MAGIC,
 };
 use crate::device::DeviceError;
 use crate::error::{Error, Result};
@@ -32,7 +32,8 @@ use crate::ffi::nccl::{NcclNetDeviceHandle, NCCL_NET_DEVICE_GIN_RUST};
 use crate::gpu::{GpuBuf, Object};
 use crate::mlx5::queue::log_depth_for;
 use crate::provider::caps::SignalMode;
-use crate::provider::{Access, DcTarget, MemoryRegion, QueuePair};
+use crate::config::ProviderKind;
+use crate::provider::{Access, DcTarget, MemoryRegion, NicFamily, QueueDescriptor, QueuePair};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -138,6 +139,8 @@ pub struct GinContext {
     /// Write mode only: the slot table and the running totals.
     _slots: Option<(GpuBuf, GpuBuf)>,
     pub signal_mode: SignalMode,
+    /// The NIC family of every queue of the set.
+    pub family: NicFamily,
     /// What RCCL gets from createContext; it reads it, so it is real memory.
     pub dev_handle: Box<NcclNetDeviceHandle>,
     /// Errors already reported through queryLastError.
@@ -174,10 +177,16 @@ impl GinContext {
         let (nranks, rank) = (coll.nranks, coll.rank);
         let nctx = settings.n_contexts;
 
+        let family = context_family(&coll)?;
         let error = alloc.alloc(std::mem::size_of::<rust_gin_error>(), 64, Object::ErrorRecord)?;
         error.write_pod(0, &rust_gin_error::default());
         let per = |n: u32| u64s(n) * nctx as usize;
-        let signals = alloc.alloc(per(settings.n_signals), 64, Object::Signals)?;
+        // bnxt_re and ionic: the registration peers' signals land in ends
+        // with FLUSH_PAD bytes where their flush WRITEs land (no DUMP in
+        // these families; abi/nic_queue.h).
+        let pad = if family == NicFamily::Mlx5 { 0 } else { FLUSH_PAD };
+        let signals_len = per(settings.n_signals);
+        let signals = alloc.alloc(signals_len + pad, 64, Object::Signals)?;
         let offsets = alloc.alloc(per(settings.n_signals), 64, Object::SignalOffsets)?;
         let counters = alloc.alloc(per(settings.n_counters), 64, Object::Counters)?;
         let sink = alloc.alloc(64, 64, Object::Sink)?;
@@ -188,9 +197,9 @@ impl GinContext {
             SignalMode::RemoteAtomic => None,
             SignalMode::SlotWrite => {
                 let len = per(settings.n_signals) * nranks as usize;
-                let table = alloc.alloc(len, 64, Object::SignalSlots)?;
+                let table = alloc.alloc(len + pad, 64, Object::SignalSlots)?;
                 let totals = alloc.alloc(len, 64, Object::SignalTotals)?;
-                table.write(0, &vec![0u8; len]);
+                table.write(0, &vec![0u8; len + pad]);
                 totals.write(0, &vec![0u8; len]);
                 Some((table, totals))
             }
@@ -281,7 +290,7 @@ impl GinContext {
         // Per queue, one u32 per WQEBB naming the counter of the put whose
         // last WQE sits there; per context, a bit per peer with counted puts
         // outstanding (abi/mlx5_queue.h, abi/gin.h).
-        let log_bytes = |q: &dyn QueuePair| 4usize << q.memory().log_wqe_cnt;
+        let log_bytes = |q: &dyn QueuePair| 4usize << q.log_slots();
         let counter_log =
             alloc.alloc(qps.iter().map(|q| log_bytes(q.as_ref())).sum::<usize>().max(64), 64, Object::CounterLog)?;
         let bitmap_words = (nranks as usize).div_ceil(64);
@@ -305,7 +314,16 @@ impl GinContext {
                 SignalMode::SlotWrite => base + 8 * nsig * ((c as u64) * nranks as u64 + rank as u64),
             }
         };
-        let peer_bytes = if dc { std::mem::size_of::<rust_gin_dc_peer>() } else { std::mem::size_of::<rust_gin_peer>() };
+        // Where a peer's flush WRITEs land: the pad after its signal target.
+        let target_len = match mode {
+            SignalMode::RemoteAtomic => signals_len,
+            SignalMode::SlotWrite => signals_len * nranks as usize,
+        } as u64;
+        let peer_bytes = match (dc, family) {
+            (true, _) => std::mem::size_of::<rust_gin_dc_peer>(),
+            (false, NicFamily::Mlx5) => std::mem::size_of::<rust_gin_peer>(),
+            (false, _) => std::mem::size_of::<rust_gin_nic_peer>(),
+        };
         let peers_buf = alloc.alloc(peer_bytes * (nctx * nranks) as usize, 64, Object::Peers)?;
         let n_dci = dc_mesh.as_ref().map_or(0, |m| m.1);
         // DC only: the contexts' DCI descriptors (RC's queues live in the peers).
@@ -344,8 +362,10 @@ impl GinContext {
                 }
                 for i in 0..n_dci {
                     let k = (c * n_dci + i) as usize;
-                    let mut d = qps[k]
-                        .descriptor(rank, error.dev_addr(), timeout_ns)
+                    let QueueDescriptor::Mlx5(d) = qps[k].descriptor(rank, error.dev_addr(), timeout_ns) else {
+                        return Err(Error::Internal("a DC initiator without an mlx5 descriptor".into()));
+                    };
+                    let mut d = d
                         .with_read_flush(sink.dev_addr() + crate::mlx5::queue::SINK_FLUSH_BYTE, sink_lkey)
                         .with_counters(log_at[k], counters_of(c));
                     d.dc_targets = peers_at;
@@ -358,15 +378,39 @@ impl GinContext {
                     // A rank outside a v15 peer array gets a descriptor without
                     // queue state: the device refuses operations to it
                     // (RUST_GIN_ARG_PEER_NOT_CONNECTED) and flushes skip it.
-                    let sq = match connected.slot(p) {
-                        Some(s) => qp(c, s)
-                            .descriptor(p, error.dev_addr(), timeout_ns)
-                            .with_read_flush(sink.dev_addr() + crate::mlx5::queue::SINK_FLUSH_BYTE, sink_lkey)
-                            .with_counters(log_at[(c * npeers + s) as usize], counters_of(c)),
-                        None => rust_gin_mlx5_sq { peer: p, error: error.dev_addr(), ..Default::default() },
-                    };
-                    let d = rust_gin_peer { sq, signal_raddr: signal_raddr(p, c, rail), signal_rkey: rkey, reserved: 0 };
-                    peers_buf.write_pod(peer_bytes * (c * nranks + p) as usize, &d);
+                    let at = peer_bytes * (c * nranks + p) as usize;
+                    let flush_byte = sink.dev_addr() + crate::mlx5::queue::SINK_FLUSH_BYTE;
+                    let desc = connected.slot(p).map(|s| {
+                        let log = log_at[(c * npeers + s) as usize];
+                        (qp(c, s).descriptor(p, error.dev_addr(), timeout_ns), log)
+                    });
+                    match (family, desc) {
+                        (NicFamily::Mlx5, d) => {
+                            let sq = match d {
+                                Some((QueueDescriptor::Mlx5(d), log)) => {
+                                    d.with_read_flush(flush_byte, sink_lkey).with_counters(log, counters_of(c))
+                                }
+                                Some((QueueDescriptor::Nic(f, _), _)) => return Err(mixed(f)),
+                                None => rust_gin_mlx5_sq { peer: p, error: error.dev_addr(), ..Default::default() },
+                            };
+                            let d = rust_gin_peer { sq, signal_raddr: signal_raddr(p, c, rail), signal_rkey: rkey, reserved: 0 };
+                            peers_buf.write_pod(at, &d);
+                        }
+                        (_, d) => {
+                            let sq = match d {
+                                Some((QueueDescriptor::Nic(f, d), log)) if f == family => {
+                                    let (base, rkey) = remote_signals[p as usize][rail];
+                                    d.with_read_flush(flush_byte, sink_lkey, base + target_len, rkey)
+                                        .with_counters(log, counters_of(c))
+                                }
+                                Some((QueueDescriptor::Nic(f, _), _)) => return Err(mixed(f)),
+                                Some((QueueDescriptor::Mlx5(_), _)) => return Err(mixed(NicFamily::Mlx5)),
+                                None => rust_gin_nic_sq { peer: p, error: error.dev_addr(), ..Default::default() },
+                            };
+                            let d = rust_gin_nic_peer { sq, signal_raddr: signal_raddr(p, c, rail), signal_rkey: rkey, reserved: 0 };
+                            peers_buf.write_pod(at, &d);
+                        }
+                    }
                 }
             }
             let ctx = rust_gin_context {
@@ -386,6 +430,8 @@ impl GinContext {
                 signal_mode: mode.abi(),
                 dcis: dcis_at,
                 n_dci,
+                family: family.abi(),
+                reserved: 0,
             };
             contexts.write_pod(std::mem::size_of::<rust_gin_context>() * c as usize, &ctx);
         }
@@ -431,6 +477,7 @@ impl GinContext {
             _counted_peers: counted_peers,
             _slots: slots,
             signal_mode: mode,
+            family,
             dev_handle,
             reported: AtomicU64::new(0),
             progress_lock: Mutex::new(()),
@@ -463,7 +510,7 @@ impl GinContext {
     /// been reported before.
     pub fn last_error(&self) -> Option<(DeviceError, bool)> {
         let rec: rust_gin_error = self.error.read_pod(0);
-        let e = DeviceError::from_record(&rec)?;
+        let e = DeviceError::from_record(&rec)?.on_family(self.family);
         let newly = self.reported.swap(e.count, Ordering::AcqRel) != e.count;
         Some((e, newly))
     }
@@ -494,6 +541,43 @@ impl GinContext {
         self.counters.read(off, &mut b);
         u64::from_ne_bytes(b)
     }
+}
+
+/// Bytes after a bnxt_re or ionic rank's signal target where its peers'
+/// flush WRITEs land (one byte is written; a cache line keeps them apart
+/// from the signals).
+const FLUSH_PAD: usize = 64;
+
+/// The NIC family of the context set: every rail's NIC must be of one (the
+/// device code serves one family per handle), and a GPU build must serve it.
+fn context_family(coll: &CollComm) -> Result<NicFamily> {
+    let family = coll.nic.family();
+    for (k, nic) in coll.rails.iter().enumerate() {
+        if nic.family() != family {
+            return Err(Error::InvalidUsage(format!(
+                "{} is a {} NIC but rail 0's is {}: a context set's rails must be of one NIC family \
+                 (RCCL_RUST_GIN_RAILS)",
+                RailSet::label(k, &**nic),
+                nic.family().name(),
+                family.name()
+            )));
+        }
+    }
+    // Kernels run the GPU build of the device library unless the NIC is the
+    // emulated one (whose host build serves every family).
+    if coll.nic.kind() != ProviderKind::Emu && !family.in_gpu_build() {
+        return Err(Error::InvalidUsage(format!(
+            "the NIC is {}, but the GPU device library was built without that family: rebuild with \
+             RUST_GIN_NIC_FAMILIES naming it (docs/nic-families.md, \"Choosing the families at build time\")",
+            family.name()
+        )));
+    }
+    Ok(family)
+}
+
+/// A queue whose family is not the context set's (a provider bug).
+fn mixed(f: NicFamily) -> Error {
+    Error::Internal(format!("a {} queue in a context set of another NIC family", f.name()))
 }
 
 /// The context set's signal mode: the knob, or with `auto` remote atomics

@@ -45,9 +45,20 @@ unsafe extern "C" fn get_gin_properties(props: *mut NcclGinProperties) -> NcclRe
         // (a fetch-and-add or a slot write behind the data) lands after every
         // earlier put to that peer (strong). VA signals are fetch-and-adds
         // into a window: none with RCCL_RUST_GIN_SIGNAL_MODE=write. With auto
-        // the NIC is not open yet; a context that ends up in write mode
-        // refuses VA signals at the device (docs/configuration.md).
-        let va = Config::from_env().map_or(true, |c| c.signal_mode != crate::config::SignalModeKnob::Write);
+        // the NIC is not open yet: write where the provider named is of a
+        // family without atomics into GPU memory (bnxt_re, ionic, or the
+        // emulated NIC presenting one); a context that ends up in write mode
+        // otherwise refuses VA signals at the device (docs/configuration.md).
+        let va = Config::from_env().map_or(true, |c| {
+            use crate::config::{ProviderKind, SignalModeKnob};
+            let no_atomics = matches!(c.provider, ProviderKind::Bnxt | ProviderKind::Ionic)
+                || (c.provider == ProviderKind::Emu && c.emu_family != crate::provider::NicFamily::Mlx5);
+            match c.signal_mode {
+                SignalModeKnob::Write => false,
+                SignalModeKnob::Atomic => true,
+                SignalModeKnob::Auto => !no_atomics,
+            }
+        });
         *out(props, "props")? = NcclGinProperties { supports_strong_signals: true, supports_va_signals: va };
         Ok(())
     })

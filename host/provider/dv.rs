@@ -21,7 +21,7 @@
 use super::caps::{self, Capabilities, Known};
 use super::mlx5::addr::{self, GidType, LinkLayer, Mlx5Address};
 use super::mlx5::platform::{DeviceAttr, DeviceMapping, GpuAccess, Handle, MrKeys, PortAttr, ATOMIC_NONE, PORT_ACTIVE};
-use super::{Access, MemoryMode, MemoryRegion, Nic, NicAddress, NicInfo, Provider, QueuePair};
+use super::{Access, MemoryMode, MemoryRegion, Nic, NicAddress, NicFamily, NicInfo, Provider, QueueDescriptor, QueuePair};
 use crate::abi::rust_gin_nic_sq;
 use crate::config::{Config, ProviderKind};
 use crate::error::{Error, Result};
@@ -675,8 +675,26 @@ impl NicQp {
             counter_log: 0,
             counters: 0,
             path_mtu: self.path_mtu.load(Ordering::Acquire),
-            reserved1: 0,
+            flush_rkey: 0,
+            flush_raddr: 0,
         }
+    }
+}
+
+/// A [`NicQp`] behind the provider interface.
+struct DvQueuePair(NicQp, NicFamily);
+impl QueuePair for DvQueuePair {
+    fn qpn(&self) -> u32 {
+        self.0.qpn()
+    }
+    fn connect(&self, remote: &NicAddress, remote_qpn: u32) -> Result<()> {
+        self.0.connect(remote, remote_qpn)
+    }
+    fn descriptor(&self, peer: u32, error: u64, timeout_ns: u64) -> QueueDescriptor {
+        QueueDescriptor::Nic(self.1, self.0.descriptor(peer, error, timeout_ns))
+    }
+    fn log_slots(&self) -> u32 {
+        self.0.parts.log_wqe_cnt
     }
 }
 
@@ -867,19 +885,18 @@ impl Nic for DvNic {
     fn allocator(&self) -> Arc<dyn Allocator> {
         self.memory.allocator()
     }
-    /// Refused: the GIN operations (gin/ops.h) and the RMA plugin post
-    /// mlx5 WQEs only, and this interface returns an mlx5 descriptor; a
-    /// bnxt_re or ionic queue would receive bytes it cannot parse.
-    fn create_qp(&self, _log_depth: u32, _traffic_class: u8, _rings: bool) -> Result<Box<dyn QueuePair>> {
-        let why = format!(
-            "{}: the NIC is {}, but the GIN data path posts only mlx5 WQEs (gin/ops.h) and would post bytes this NIC \
-             cannot parse; its queues exist (DvNic::create_family_qp, rust_gin_nic_sq) but the GIN operations do not \
-             use them yet (issue 13). Use a ConnectX NIC or RCCL_RUST_GIN_PROVIDER=emu",
-            self.ctx.name,
-            self.ctx.family.name()
-        );
-        crate::warn_line!("{why}");
-        Err(Error::InvalidUsage(why))
+    fn family(&self) -> NicFamily {
+        match self.ctx.family {
+            Family::Mlx5 => NicFamily::Mlx5,
+            Family::Bnxt => NicFamily::Bnxt,
+            Family::Ionic => NicFamily::Ionic,
+        }
+    }
+    /// The family's queue pair: the GIN operations post its own WQEs
+    /// (gin/family.h) through its `rust_gin_nic_sq`.
+    fn create_qp(&self, log_depth: u32, traffic_class: u8, rings: bool) -> Result<Box<dyn QueuePair>> {
+        let family = Nic::family(self);
+        Ok(Box::new(DvQueuePair(self.create_family_qp(log_depth, traffic_class, rings)?, family)))
     }
     unsafe fn reg_mr(&self, addr: u64, len: u64, access: Access) -> Result<Box<dyn MemoryRegion>> {
         let c = &self.ctx;

@@ -3,9 +3,13 @@
 //! process, or as processes sharing memory). Memory is host memory: the
 //! emulated NIC reads and writes what a kernel would.
 
-use super::{check_dev, Access, DcTarget, MemoryRegion, Nic, NicAddress, NicInfo, Provider, QueuePair};
-use crate::abi::rust_gin_mlx5_sq;
+use super::{
+    check_dev, Access, DcTarget, MemoryRegion, Nic, NicAddress, NicFamily, NicInfo, Provider, QueueDescriptor,
+    QueuePair,
+};
 use crate::config::{Config, EmuFabric, EmuProgress, ProviderKind};
+use crate::emu::family_queue::EmuFamilyQp;
+use crate::emu::nic::QueueFormat;
 use crate::emu::{EmuNic, EmuQp, Fabric, NicConfig, Region, UarPage, WeakFabric};
 use crate::error::{Error, Result};
 use crate::ffi::nccl::{NCCL_PTR_CUDA, NCCL_PTR_HOST};
@@ -58,6 +62,7 @@ pub struct EmuProvider {
     mtu: usize,
     read_data_delay: Option<Duration>,
     qps_per_uar: u32,
+    family: NicFamily,
 }
 
 impl EmuProvider {
@@ -69,6 +74,7 @@ impl EmuProvider {
             mtu: config.emu_mtu,
             read_data_delay: (config.emu_read_delay_us > 0).then(|| Duration::from_micros(config.emu_read_delay_us)),
             qps_per_uar: config.qps_per_uar,
+            family: config.emu_family,
         })
     }
 }
@@ -125,6 +131,7 @@ impl Provider for EmuProvider {
             progress: self.progress,
             qps_per_uar: self.qps_per_uar,
             uar: Mutex::new(None),
+            family: self.family,
         }))
     }
 }
@@ -140,9 +147,23 @@ pub struct EmuDevice {
     qps_per_uar: u32,
     /// The page new QPs go to, and how many QPs it was given.
     uar: Mutex<Option<(Arc<UarPage>, u32)>>,
+    /// The queue formats this NIC presents (RCCL_RUST_GIN_EMU_FAMILY).
+    family: NicFamily,
 }
 
 impl EmuDevice {
+    /// DC is ConnectX's: an emulated NIC presenting another family refuses it.
+    fn mlx5_only(&self, what: &str) -> Result<()> {
+        match self.family {
+            NicFamily::Mlx5 => Ok(()),
+            f => Err(Error::InvalidUsage(format!(
+                "{what}: the emulated NIC presents {} (RCCL_RUST_GIN_EMU_FAMILY), which has no DC transport \
+                 (RCCL_RUST_GIN_TRANSPORT=dc is ConnectX only)",
+                f.name()
+            ))),
+        }
+    }
+
     /// The emulated NIC itself (counters, tracing), for tests and benchmarks.
     pub fn nic(&self) -> &EmuNic {
         &self.nic
@@ -206,11 +227,29 @@ impl QueuePair for EmuQueuePair {
         let (_, node) = decode(remote).ok_or_else(|| Error::InvalidArgument("not an emulated-NIC address".into()))?;
         self.0.connect(node, remote_qpn).map_err(|e| Error::System(format!("emulated QP {:#x}: {e}", self.0.qpn)))
     }
-    fn descriptor(&self, peer: u32, error: u64, timeout_ns: u64) -> rust_gin_mlx5_sq {
-        self.0.descriptor(peer, error, timeout_ns)
+    fn descriptor(&self, peer: u32, error: u64, timeout_ns: u64) -> QueueDescriptor {
+        QueueDescriptor::Mlx5(self.0.descriptor(peer, error, timeout_ns))
     }
-    fn memory(&self) -> &QueueMem {
-        &self.0.mem
+    fn log_slots(&self) -> u32 {
+        self.0.mem.log_wqe_cnt
+    }
+}
+
+/// A bnxt_re or ionic queue pair on an emulated NIC presenting that family.
+struct EmuFamilyQueuePair(EmuFamilyQp, NicFamily);
+impl QueuePair for EmuFamilyQueuePair {
+    fn qpn(&self) -> u32 {
+        self.0.qpn
+    }
+    fn connect(&self, remote: &NicAddress, remote_qpn: u32) -> Result<()> {
+        let (_, node) = decode(remote).ok_or_else(|| Error::InvalidArgument("not an emulated-NIC address".into()))?;
+        self.0.connect(node, remote_qpn).map_err(|e| Error::System(format!("emulated QP {:#x}: {e}", self.0.qpn)))
+    }
+    fn descriptor(&self, peer: u32, error: u64, timeout_ns: u64) -> QueueDescriptor {
+        QueueDescriptor::Nic(self.1, self.0.descriptor(peer, error, timeout_ns))
+    }
+    fn log_slots(&self) -> u32 {
+        self.0.log_wqe_cnt
     }
 }
 
@@ -238,6 +277,9 @@ impl Nic for EmuDevice {
     fn kind(&self) -> ProviderKind {
         ProviderKind::Emu
     }
+    fn family(&self) -> NicFamily {
+        self.family
+    }
     fn info(&self) -> NicInfo {
         emu_info(self.dev)
     }
@@ -263,12 +305,24 @@ impl Nic for EmuDevice {
         Arc::new(HostMemory)
     }
     fn create_qp(&self, log_depth: u32, _traffic_class: u8, rings_in_device_memory: bool) -> Result<Box<dyn QueuePair>> {
+        let format = match self.family {
+            NicFamily::Mlx5 => None,
+            NicFamily::Bnxt => Some(QueueFormat::Bnxt),
+            NicFamily::Ionic => Some(QueueFormat::Ionic),
+        };
+        if let Some(format) = format {
+            // Rings in host memory either way: nothing here is GPU memory.
+            let qp = EmuFamilyQp::create(&self.nic, self.pd, format, log_depth, &HostMemory)
+                .map_err(|e| Error::System(format!("emulated {} NIC: {e}", self.family.name())))?;
+            return Ok(Box::new(EmuFamilyQueuePair(qp, self.family)));
+        }
         let rings = if rings_in_device_memory { RingHome::Device } else { RingHome::Host };
         let mem = QueueMem::new(&HostMemory, log_depth, rings)?;
         let qp = EmuQp::create_on(&self.nic, self.pd, mem, self.uar_page()).map_err(|e| Error::System(format!("emulated NIC: {e}")))?;
         Ok(Box::new(EmuQueuePair(qp)))
     }
     fn create_dci(&self, log_depth: u32, _traffic_class: u8, rings_in_device_memory: bool) -> Result<Box<dyn QueuePair>> {
+        self.mlx5_only("DC initiators")?;
         let rings = if rings_in_device_memory { RingHome::Device } else { RingHome::Host };
         // Two WQEBBs per WQE: twice the WQEBBs for the same number of WQEs.
         let mem = QueueMem::new(&HostMemory, log_depth + crate::mlx5::queue::DC_WQE_SHIFT, rings)?;
@@ -277,6 +331,7 @@ impl Nic for EmuDevice {
         Ok(Box::new(EmuQueuePair(qp)))
     }
     fn create_dct(&self, key: u64) -> Result<Box<dyn DcTarget>> {
+        self.mlx5_only("DC targets")?;
         Ok(Box::new(EmuDct { nic: self.nic.clone(), dctn: self.nic.create_dct(self.pd, key), key }))
     }
     fn dc_address(&self, remote: &NicAddress) -> Result<crate::mlx5::wire::DatagramSeg> {
@@ -309,8 +364,17 @@ impl Nic for EmuDevice {
         use crate::provider::caps::{Capabilities, Known};
         Capabilities {
             nic: emu_info(self.dev).name,
-            // Executed by the NIC's step loop on host memory.
-            remote_atomics: Known::Yes,
+            // Executed by the NIC's step loop on host memory, whatever the
+            // family; a family that presents Thor2 or Pollara reports what
+            // the hardware does, so that auto picks slot writes as there
+            // (a forced RCCL_RUST_GIN_SIGNAL_MODE=atomic still runs here).
+            remote_atomics: match self.family {
+                NicFamily::Mlx5 => Known::Yes,
+                NicFamily::Bnxt => Known::No(
+                    "emulated bnxt_re: Thor2 has no PCIe AtomicOps completer path into GPU memory (ROCm/MAD 191)".into(),
+                ),
+                NicFamily::Ionic => Known::No("emulated ionic: Pollara reports no atomic support (ROCm/mori 682)".into()),
+            },
             atomics_use_pcie: false,
             gpu_atomic_completer: Known::Unknown("emulated: no GPU".into()),
             dmabuf: false,

@@ -20,11 +20,10 @@ pub mod mlx5;
 pub use access::Access;
 pub use counters::CounterSnapshot;
 
-use crate::abi::rust_gin_mlx5_sq;
+use crate::abi::{rust_gin_mlx5_sq, rust_gin_nic_sq, RUST_GIN_FAMILY_BNXT, RUST_GIN_FAMILY_IONIC, RUST_GIN_FAMILY_MLX5};
 use crate::config::{Config, ProviderKind};
 use crate::error::{Error, Result};
 use crate::gpu::Allocator;
-use crate::mlx5::queue::QueueMem;
 use std::sync::Arc;
 
 /// What RCCL's getProperties reports about a NIC.
@@ -69,6 +68,57 @@ pub trait MemoryRegion: Send + Sync {
     }
 }
 
+/// The NIC family of a queue (abi/gin.h RUST_GIN_FAMILY_*): which WQE,
+/// doorbell and CQE formats the device code uses for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NicFamily {
+    Mlx5,
+    Bnxt,
+    Ionic,
+}
+
+impl NicFamily {
+    /// The value of `rust_gin_context.family`.
+    pub fn abi(self) -> u32 {
+        match self {
+            NicFamily::Mlx5 => RUST_GIN_FAMILY_MLX5,
+            NicFamily::Bnxt => RUST_GIN_FAMILY_BNXT,
+            NicFamily::Ionic => RUST_GIN_FAMILY_IONIC,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            NicFamily::Mlx5 => "mlx5",
+            NicFamily::Bnxt => "bnxt_re",
+            NicFamily::Ionic => "ionic",
+        }
+    }
+    /// Whether the GPU build of the device library serves this family
+    /// (build.rs: RUST_GIN_NIC_FAMILIES; the host build serves all).
+    pub fn in_gpu_build(self) -> bool {
+        let mask: u32 = env!("RUST_GIN_GPU_FAMILIES").parse().unwrap_or(1);
+        mask & (1 << self.abi()) != 0
+    }
+}
+
+/// The device-side descriptor of one queue, by family.
+#[derive(Clone, Copy, Debug)]
+pub enum QueueDescriptor {
+    Mlx5(rust_gin_mlx5_sq),
+    /// bnxt_re or ionic (abi/nic_queue.h).
+    Nic(NicFamily, rust_gin_nic_sq),
+}
+
+impl QueueDescriptor {
+    /// The mlx5 descriptor, for code that drives mlx5 queues only.
+    pub fn mlx5(self) -> Option<rust_gin_mlx5_sq> {
+        match self {
+            QueueDescriptor::Mlx5(d) => Some(d),
+            QueueDescriptor::Nic(..) => None,
+        }
+    }
+}
+
 /// A reliable-connected queue pair with its CQ, built over queue memory a
 /// kernel can reach.
 pub trait QueuePair: Send + Sync {
@@ -76,8 +126,10 @@ pub trait QueuePair: Send + Sync {
     /// INIT -> RTR (towards the remote NIC's QP) -> RTS.
     fn connect(&self, remote: &NicAddress, remote_qpn: u32) -> Result<()>;
     /// The device-side descriptor of this queue.
-    fn descriptor(&self, peer: u32, error: u64, timeout_ns: u64) -> rust_gin_mlx5_sq;
-    fn memory(&self) -> &QueueMem;
+    fn descriptor(&self, peer: u32, error: u64, timeout_ns: u64) -> QueueDescriptor;
+    /// log2 of the ring's slots: WQEBBs (mlx5), WQEs (bnxt_re, ionic); the
+    /// counter log has one entry per slot.
+    fn log_slots(&self) -> u32;
 }
 
 /// What a NIC holds, counted by the provider (gin-scale): objects, and the
@@ -102,6 +154,10 @@ pub trait DcTarget: Send + Sync {
 /// One NIC opened by one rank.
 pub trait Nic: Send + Sync {
     fn kind(&self) -> ProviderKind;
+    /// The family of the queues create_qp makes.
+    fn family(&self) -> NicFamily {
+        NicFamily::Mlx5
+    }
     fn info(&self) -> NicInfo;
     fn address(&self) -> NicAddress;
     /// Refuses a peer this NIC cannot reach (another fabric, another subnet).

@@ -23,7 +23,7 @@ use crate::gpu::{GpuBuf, Object};
 use crate::mlx5::queue::{log_depth_for, SINK_FLUSH_BYTE};
 use crate::mlx5::sq::SendQueue;
 use crate::mlx5::wire::opcode;
-use crate::provider::{Access, MemoryRegion, QueuePair};
+use crate::provider::{Access, MemoryRegion, QueueDescriptor, QueuePair};
 use crate::session::comm::CollComm;
 use crate::session::mesh::{PeerSet, QpMesh};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -209,11 +209,21 @@ impl RmaContext {
             let (context, peer) = (i as u32 / npeers, peers.ranks()[i % npeers as usize]);
             let error = crate::mlx5::sq::new_error_record(&*alloc)?;
             error.write_pod(0, &rust_gin_error::default());
-            let desc = qp
-                .descriptor(peer, error.dev_addr(), timeout_ns)
-                .with_read_flush(sink.dev_addr() + SINK_FLUSH_BYTE, sink_mr.lkey());
+            // The proxy path posts from the host through the mlx5 entry
+            // points (host/mlx5/sq.rs); other families are the GIN
+            // backend's only (docs/rma-plugin.md).
+            let desc = match qp.descriptor(peer, error.dev_addr(), timeout_ns) {
+                QueueDescriptor::Mlx5(d) => d.with_read_flush(sink.dev_addr() + SINK_FLUSH_BYTE, sink_mr.lkey()),
+                QueueDescriptor::Nic(f, _) => {
+                    return Err(Error::InvalidUsage(format!(
+                        "the RMA plugin drives mlx5 queues only; this NIC is {} (use the GIN backend, \
+                         NCCL_GIN_TYPE=8, on it)",
+                        f.name()
+                    )))
+                }
+            };
             let sq = SendQueue::new(&*alloc, &desc)?;
-            let depth = 1u64 << qp.memory().log_wqe_cnt;
+            let depth = 1u64 << qp.log_slots();
             queues.push(Queue {
                 context,
                 peer,

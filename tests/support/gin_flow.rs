@@ -56,6 +56,8 @@ pub fn assert_transport(h: *const c_void) {
             let ctx = &*((handle.contexts as *const rust_gin_context).add(c));
             assert_eq!(ctx.n_dci, want, "context {c}: DC initiators (RCCL_RUST_GIN_TRANSPORT dc: {dc})");
             assert_eq!(ctx.dcis != 0, dc);
+            let family = super::rccl_host::family_asked().unwrap_or(rccl_rust_gin::abi::RUST_GIN_FAMILY_MLX5);
+            assert_eq!(ctx.family, family, "context {c}: NIC family (RCCL_RUST_GIN_EMU_FAMILY)");
         }
     }
 }

@@ -326,11 +326,58 @@ impl TimedBarrier {
     }
 }
 
-/// Whether this process asks for write-mode signals
+/// Whether this process's contexts use write-mode signals: asked for
 /// (RCCL_RUST_GIN_SIGNAL_MODE=write; tests run their signal cases in both
-/// modes through [`rerun_in_write_mode`]).
+/// modes through [`rerun_in_write_mode`]), or picked by `auto` because the
+/// emulated NIC presents bnxt_re or ionic (no remote atomics into GPU
+/// memory on those: provider/emu.rs capabilities).
 pub fn write_mode_asked() -> bool {
-    std::env::var("RCCL_RUST_GIN_SIGNAL_MODE").map_or(false, |v| v.trim() == "write")
+    match std::env::var("RCCL_RUST_GIN_SIGNAL_MODE").map(|v| v.trim().to_string()).as_deref() {
+        Ok("write") => true,
+        Ok("atomic") => false,
+        _ => family_asked().is_some(),
+    }
+}
+
+/// The NIC family the emulated NIC presents, when not mlx5
+/// (RCCL_RUST_GIN_EMU_FAMILY): the value `rust_gin_context.family` must have.
+pub fn family_asked() -> Option<u32> {
+    match std::env::var("RCCL_RUST_GIN_EMU_FAMILY").map(|v| v.trim().to_string()).as_deref() {
+        Ok("bnxt_re") | Ok("bnxt") => Some(rccl_rust_gin::abi::RUST_GIN_FAMILY_BNXT),
+        Ok("ionic") => Some(rccl_rust_gin::abi::RUST_GIN_FAMILY_IONIC),
+        _ => None,
+    }
+}
+
+/// The family of context `ctx` behind a device handle (abi/gin.h).
+pub fn context_family(h: *const std::ffi::c_void, ctx: u32) -> u32 {
+    // SAFETY: a live device handle from createContext; host memory here.
+    unsafe {
+        let h = &*(h as *const rccl_rust_gin::abi::rust_gin_handle);
+        (*(h.contexts as *const rccl_rust_gin::abi::rust_gin_context).add(ctx as usize)).family
+    }
+}
+
+/// Runs the named tests again on the emulated bnxt_re and ionic NICs
+/// (RCCL_RUST_GIN_EMU_FAMILY), each in both signal modes: auto, which picks
+/// slot writes there as on the hardware, and atomic, forced (the emulated
+/// NIC executes atomics in any format; Thor2 and Pollara would not deliver
+/// them into GPU memory). Each test checks that its contexts really have the
+/// family ([`context_family`]) and the mode. A no-op in a rerun.
+pub fn rerun_on_families(tests: &[&str]) {
+    if family_asked().is_some() || dc_asked() {
+        println!("already a rerun on another family or on DC");
+        return;
+    }
+    for family in ["bnxt_re", "ionic"] {
+        for mode in ["auto", "atomic"] {
+            rerun_with(
+                &format!("{family} with {mode} signals"),
+                &[("RCCL_RUST_GIN_EMU_FAMILY", family), ("RCCL_RUST_GIN_SIGNAL_MODE", mode)],
+                tests,
+            );
+        }
+    }
 }
 
 /// The signal mode of context `ctx` behind a device handle, as the device
@@ -351,7 +398,7 @@ pub fn context_signal_mode(h: *const std::ffi::c_void, ctx: u32) -> u32 {
 /// mode ([`context_signal_mode`]). In a child already in write mode it is a
 /// no-op that says so.
 pub fn rerun_in_write_mode(tests: &[&str]) {
-    if write_mode_asked() {
+    if write_mode_asked() || family_asked().is_some() {
         println!("already in write mode: this is the rerun");
         return;
     }
@@ -367,7 +414,7 @@ pub fn dc_asked() -> bool {
 /// per context; each test checks its contexts really have them
 /// ([`context_dcis`]).
 pub fn rerun_on_dc(dcis: u32, tests: &[&str]) {
-    if dc_asked() {
+    if dc_asked() || family_asked().is_some() {
         println!("already on DC: this is the rerun");
         return;
     }
@@ -378,8 +425,8 @@ pub fn rerun_on_dc(dcis: u32, tests: &[&str]) {
 /// As [`rerun_on_dc`], with write-mode signals too (slot writes through
 /// DCIs: the signal path must read the DC peer layout).
 pub fn rerun_on_dc_in_write_mode(dcis: u32, tests: &[&str]) {
-    if dc_asked() || write_mode_asked() {
-        println!("already on DC or in write mode: this is a rerun");
+    if dc_asked() || write_mode_asked() || family_asked().is_some() {
+        println!("already on DC, in write mode or on another family: this is a rerun");
         return;
     }
     let n = dcis.to_string();

@@ -242,6 +242,14 @@ impl Inner {
             // Gathered (inline WRITEs left above): read when sent, once,
             // straight into its packets.
             WqeOp::Write { raddr, rkey, gather, inline: _, imm } => check_local(&st.mrs, &gather, false).map(|()| {
+                // Its gather is a read of local memory, like a DUMP's: no
+                // read passes the NIC's earlier PCIe writes, so the READ
+                // data received so far lands (the flush of the families
+                // without a DUMP: a fenced 1-byte WRITE, queue/send_queue.h).
+                if !gather.is_empty() && !st.posted.is_empty() {
+                    let landed = land_posted(st, None);
+                    bump(&self.counters.read_writes_landed_by_dump, landed as u64);
+                }
                 let total: u64 = gather.iter().map(|s| s.len).sum();
                 bump(&self.counters.writes, 1);
                 bump(&self.counters.payload_bytes, total);

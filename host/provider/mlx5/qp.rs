@@ -9,12 +9,11 @@ use super::device::Context;
 use super::devx::{Obj, Uar, Umem};
 use super::platform::{AhAttr, DeviceMapping, GpuAccess};
 use super::prm;
-use crate::abi::rust_gin_mlx5_sq;
 use crate::error::{Error, Result};
 use crate::gpu::{Allocator, GpuBuf, RingHome};
 use crate::mlx5::queue::{QueueMem, CQ_DBREC_OFF, QP_DBREC_OFF};
 use crate::mlx5::wire::CQE_SIZE;
-use crate::provider::{NicAddress, QueuePair};
+use crate::provider::{NicAddress, QueueDescriptor, QueuePair};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -289,12 +288,20 @@ impl QueuePair for Mlx5Qp {
         Ok(())
     }
 
-    fn descriptor(&self, peer: u32, error: u64, timeout_ns: u64) -> rust_gin_mlx5_sq {
-        self.mem.descriptor(self.qpn, self.cqn, self.doorbell.addr(), self.doorbell.host_port(), peer, error, timeout_ns)
+    fn descriptor(&self, peer: u32, error: u64, timeout_ns: u64) -> QueueDescriptor {
+        QueueDescriptor::Mlx5(self.mem.descriptor(
+            self.qpn,
+            self.cqn,
+            self.doorbell.addr(),
+            self.doorbell.host_port(),
+            peer,
+            error,
+            timeout_ns,
+        ))
     }
 
-    fn memory(&self) -> &QueueMem {
-        &self.mem
+    fn log_slots(&self) -> u32 {
+        self.mem.log_wqe_cnt
     }
 }
 

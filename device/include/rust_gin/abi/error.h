@@ -43,6 +43,10 @@ enum {
   RUST_GIN_ARG_SIGNAL_OP = 8,   /* unknown signal kind or operation */
   RUST_GIN_ARG_PEER_NOT_CONNECTED = 9, /* a rank the context set has no queue pair to (GIN v15 peer array) */
   RUST_GIN_ARG_VA_SIGNAL_WRITE_MODE = 10, /* a VA signal on a context whose signals are writes (no remote atomics) */
+  /* a context of a NIC family the call cannot serve: lanes of one call name
+   * contexts of different families, or the device library was built without
+   * the family (RUST_GIN_NIC_FAMILIES; gin/family.h) */
+  RUST_GIN_ARG_FAMILY = 11,
 };
 
 enum {

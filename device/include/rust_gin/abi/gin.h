@@ -7,12 +7,13 @@
 #include <stdint.h>
 
 #include "rust_gin/abi/mlx5_queue.h"
+#include "rust_gin/abi/nic_queue.h"
 
 /* Bumped on any change to the device ABI (the declarations in
  * rust_gin_device.h or the layouts in abi/) once a version has been released;
  * version 1 is the first release. The host reports it as netDeviceVersion;
  * the patch checks it at compile time. */
-#define RUST_GIN_DEVICE_ABI_VERSION 4
+#define RUST_GIN_DEVICE_ABI_VERSION 5
 
 #define RUST_GIN_HANDLE_MAGIC 0x52474831u /* "RGH1" */
 #define RUST_GIN_WINDOW_MAGIC 0x52475731u /* "RGW1" */
@@ -39,6 +40,16 @@ enum {
    * receiver folds the slots into the signal word when it reads or waits
    * (gin/signal_slots.h, docs/nic-families.md section 7). VA signals are refused. */
   RUST_GIN_SIGNAL_MODE_WRITE = 1,
+};
+
+/* The NIC family of a context set's queues (rust_gin_context.family): which
+ * WQE, doorbell and CQE formats its operations use (gin/family.h), and which
+ * per-peer descriptor `peers` holds. One family per handle: every rail's NIC
+ * is of it (createContext checks). */
+enum {
+  RUST_GIN_FAMILY_MLX5 = 0,  /* ConnectX: rust_gin_peer / rust_gin_dc_peer */
+  RUST_GIN_FAMILY_BNXT = 1,  /* Broadcom Thor2 (bnxt_re): rust_gin_nic_peer */
+  RUST_GIN_FAMILY_IONIC = 2, /* AMD Pollara (ionic): rust_gin_nic_peer */
 };
 
 /* Flags of the posting functions. */
@@ -78,6 +89,15 @@ typedef struct rust_gin_peer {
   uint32_t reserved;
 } rust_gin_peer;
 
+/* One per (context, peer) on a bnxt_re or ionic NIC: rust_gin_peer with the
+ * family-neutral queue descriptor (RC only). */
+typedef struct rust_gin_nic_peer {
+  rust_gin_nic_sq sq;
+  uint64_t signal_raddr; /* as rust_gin_peer's */
+  uint32_t signal_rkey;
+  uint32_t reserved;
+} rust_gin_nic_peer;
+
 /* One per (context, peer) with the DC transport (RCCL_RUST_GIN_TRANSPORT=dc),
  * in place of rust_gin_peer: no queue of its own, only how to reach the
  * peer's DC target (DCT) from any of the context's DCIs. 64 bytes, the
@@ -91,7 +111,9 @@ typedef struct rust_gin_dc_peer {
 
 /* One per RCCL context (config nContexts). */
 typedef struct rust_gin_context {
-  uint64_t peers;          /* rust_gin_peer[nranks] (RC), rust_gin_dc_peer[nranks] (DC: n_dci > 0) */
+  /* mlx5: rust_gin_peer[nranks] (RC), rust_gin_dc_peer[nranks] (DC: n_dci > 0);
+   * bnxt_re, ionic: rust_gin_nic_peer[nranks] */
+  uint64_t peers;
   uint64_t signals;        /* uint64_t[n_signals]: the targets of remote atomics */
   uint64_t signal_offsets; /* uint64_t[n_signals]: moved by reset */
   uint64_t counters;       /* uint64_t[n_counters] */
@@ -117,6 +139,8 @@ typedef struct rust_gin_context {
   uint64_t dcis;
   uint32_t signal_mode; /* RUST_GIN_SIGNAL_MODE_*, the same for every context of a handle */
   uint32_t n_dci;
+  uint32_t family; /* RUST_GIN_FAMILY_*, the same for every context of a handle */
+  uint32_t reserved;
 } rust_gin_context;
 
 /* What createContext returns as ncclNetDeviceHandle.handle. */

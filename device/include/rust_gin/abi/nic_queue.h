@@ -27,8 +27,13 @@ typedef struct rust_gin_nic_sq {
   uint32_t peer;
   uint32_t log_signal_period;
   uint64_t timeout_ns;
-  uint64_t flush_addr; /* unused by these families so far (no flush WQE) */
-  uint32_t flush_lkey; /* idem */
+  /* A flush after READs (no DUMP in these families): a 1-byte WRITE from
+   * the local byte flush_addr (in the memory READs land in), fenced behind
+   * the READs, to the peer's byte flush_raddr. The NIC's read of local
+   * memory cannot pass its earlier PCIe writes of READ data, so its
+   * completion proves them landed. flush_lkey 0: no flush WQE. */
+  uint64_t flush_addr;
+  uint32_t flush_lkey;
   uint32_t cq_phase;   /* bnxt_re: the CQ's first phase (create response); ionic: unused (colour 1) */
   uint64_t host_doorbell; /* const rust_gin_host_doorbell*, host build only */
   uint64_t counter_log;
@@ -38,7 +43,8 @@ typedef struct rust_gin_nic_sq {
    * its index and PSN range, for the NIC's retransmissions). 0: no table
    * (ionic; a bnxt_re NIC without UCNTX_MSN_TABLE_ENABLED). */
   uint32_t path_mtu;
-  uint32_t reserved1;
+  uint32_t flush_rkey;
+  uint64_t flush_raddr;
 } rust_gin_nic_sq;
 
 #endif

@@ -83,12 +83,6 @@ template <class F = mlx5::Family>
 RG_INLINE int post_lane(const typename F::Desc* q, const Request& r, bool has, bool ring, uint64_t* last,
                         uint32_t counter_tag = 0) {
   typedef typename F::Desc Desc;
-  // A family with a PSN table (bnxt_re's MSN table) needs every batch to take
-  // the publish turn and assign PSNs there, as write-mode totals are
-  // (assign_totals over the queue's psn word, then F::note_psn per lane), as
-  // SendQueue::post does. Not written until the GIN operations post to such
-  // a family: untested code would be compiled for no caller.
-  static_assert(!F::kPsnTable, "post_lane does not assign PSNs yet");
   const uint32_t me = wave::lane_id();
   int status = RUST_GIN_OK;
   for_each_queue_group(q, wave::ballot(true), [&](uint64_t group, uint32_t, const Desc* gq) {
@@ -127,9 +121,13 @@ RG_INLINE int post_lane(const typename F::Desc* q, const Request& r, bool has, b
       s = wave::readlane_int(s, leader);
       // Write-mode signals (gin/signal_slots.h) get their totals in queue
       // order: the leader takes the publish turn before the WQEs are
-      // written, and the lanes assign the totals while it is held.
+      // written, and the lanes assign the totals while it is held. So do
+      // the PSN ranges of a family with a PSN table (bnxt_re's MSN table:
+      // a prefix sum over the WQEs in ticket order, as SendQueue::post
+      // assigns them). psn_table() reads the group's descriptor: uniform.
       const bool slot = member && is_slot_total(r);
-      const bool take_turn = wave::any(slot);
+      const bool psn = sq.psn_table();
+      const bool take_turn = wave::any(slot) || psn;
       if (take_turn && !s) {
         {
           wave::Region lead(me == leader);
@@ -144,6 +142,16 @@ RG_INLINE int post_lane(const typename F::Desc* q, const Request& r, bool has, b
           w.operand0 = t;
           w.laddr = 0;
           w.flags = static_cast<uint8_t>(w.flags & ~kReqSlotTotal);
+        }
+      }
+      if constexpr (F::kPsnTable) {
+        if (psn && !s) {
+          // Each member's next PSN: the queue's PSN word plus the packets of
+          // the members up to and including it (lane order is ticket order).
+          const uint32_t pk = member ? F::packets(gq, w) : 0u;
+          const uint64_t word = reinterpret_cast<uint64_t>(&reinterpret_cast<rust_gin_mlx5_sq_state*>(load_invariant(&gq->state))->psn);
+          const uint64_t next = assign_totals(member, word, pk);
+          if (member) F::note_psn(gq, base + i, next - pk, next);
         }
       }
       bool my_cqe = false;

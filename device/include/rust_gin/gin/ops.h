@@ -1,9 +1,10 @@
 // The GIN operations behind the device ABI (rust_gin_device.h): argument
-// checks, translation of windows, signals and counters into mlx5 requests,
-// and the completion-side waits.
+// checks, translation of windows, signals and counters into requests for
+// the context's NIC family (gin/family.h), and the completion-side waits.
 #pragma once
 
 #include "rust_gin/abi/gin.h"
+#include "rust_gin/gin/family.h"
 #include "rust_gin/gin/lanes.h"
 #include "rust_gin/gin/signal_slots.h"
 
@@ -45,15 +46,22 @@ RG_INLINE int resolve(const void* handle, uint32_t context, Ctx* out) {
   return RUST_GIN_OK;
 }
 
-RG_INLINE const rust_gin_peer* peer_of(const Ctx& x, uint32_t peer) {
-  return reinterpret_cast<const rust_gin_peer*>(x.c->peers) + peer;
+// The RC per-peer descriptor of `peer` in a context of family F.
+template <class F>
+RG_INLINE const typename PeerOf<F>::T* peer_of(const Ctx& x, uint32_t peer) {
+  return reinterpret_cast<const typename PeerOf<F>::T*>(x.c->peers) + peer;
 }
 
 // The DC transport (docs/architecture.md, "DC transport"): the context's
 // n_dci DC initiators carry every peer's requests, and the per-peer state is
 // a rust_gin_dc_peer. The branch is per context, the same for every lane of
-// a wave that names one context.
-RG_INLINE bool dc(const Ctx& x) { return x.c->n_dci != 0; }
+// a wave that names one context. mlx5 only: for the other families it is
+// false at compile time (createContext refuses DC on them).
+template <class F>
+RG_INLINE bool dc(const Ctx& x) {
+  if constexpr (IsMlx5<F>::value) return x.c->n_dci != 0;
+  return false;
+}
 RG_INLINE const rust_gin_dc_peer* dc_peer_of(const Ctx& x, uint32_t peer) {
   return reinterpret_cast<const rust_gin_dc_peer*>(x.c->peers) + peer;
 }
@@ -65,31 +73,38 @@ RG_INLINE const rust_gin_dc_peer* dc_peer_of(const Ctx& x, uint32_t peer) {
 // as with RC's queue per peer. A DCI serves its next peer only once the
 // previous one acknowledged everything (DCI reuse: the NIC's, modelled by
 // host/emu).
-RG_INLINE const rust_gin_mlx5_sq* queue_of(const Ctx& x, uint32_t peer) {
-  if (dc(x)) return reinterpret_cast<const rust_gin_mlx5_sq*>(x.c->dcis) + (peer & (x.c->n_dci - 1));
-  return &peer_of(x, peer)->sq;
+template <class F>
+RG_INLINE const typename F::Desc* queue_of(const Ctx& x, uint32_t peer) {
+  if constexpr (IsMlx5<F>::value) {
+    if (dc<F>(x)) return reinterpret_cast<const rust_gin_mlx5_sq*>(x.c->dcis) + (peer & (x.c->n_dci - 1));
+  }
+  return &peer_of<F>(x, peer)->sq;
 }
 
 // Where `peer`'s signal table for this context is, and its rkey.
+template <class F>
 RG_INLINE uint64_t signal_table(const Ctx& x, uint32_t peer) {
-  return dc(x) ? dc_peer_of(x, peer)->signal_raddr : peer_of(x, peer)->signal_raddr;
+  return dc<F>(x) ? dc_peer_of(x, peer)->signal_raddr : peer_of<F>(x, peer)->signal_raddr;
 }
+template <class F>
 RG_INLINE uint32_t signal_table_rkey(const Ctx& x, uint32_t peer) {
-  return dc(x) ? dc_peer_of(x, peer)->signal_rkey : peer_of(x, peer)->signal_rkey;
+  return dc<F>(x) ? dc_peer_of(x, peer)->signal_rkey : peer_of<F>(x, peer)->signal_rkey;
 }
 
 // Whether the context set has a queue pair to `peer` (in range): a GIN v15
 // peer array may leave ranks out, and their descriptors carry no queue
 // state (host/gin/context.rs).
+template <class F>
 RG_INLINE bool connected(const Ctx& x, uint32_t peer) {
-  if (dc(x)) return load_invariant(&dc_peer_of(x, peer)->connected) != 0;
-  return load_invariant(&peer_of(x, peer)->sq.state) != 0;
+  if (dc<F>(x)) return load_invariant(&dc_peer_of(x, peer)->connected) != 0;
+  return load_invariant(&peer_of<F>(x, peer)->sq.state) != 0;
 }
 
 // A peer an operation may address: in range and connected.
+template <class F>
 RG_INLINE int check_peer(const Ctx& x, uint32_t peer) {
   if (peer >= x.h->nranks) return invalid(x.err, peer, RUST_GIN_ARG_PEER, peer, x.h->nranks);
-  if (!connected(x, peer)) return invalid(x.err, peer, RUST_GIN_ARG_PEER_NOT_CONNECTED, peer, x.h->nranks);
+  if (!connected<F>(x, peer)) return invalid(x.err, peer, RUST_GIN_ARG_PEER_NOT_CONNECTED, peer, x.h->nranks);
   return RUST_GIN_OK;
 }
 
@@ -149,6 +164,7 @@ RG_INLINE int check_signal(const Ctx& x, uint32_t peer, const rust_gin_signal& s
 // this rank's running total into its slot there, valued at publish. Cheap to
 // build again from the descriptors: an operation builds it right before it
 // posts it, not before its data, so that it does not hold registers meanwhile.
+template <class F>
 RG_INLINE Request signal_wqe(const Ctx& x, uint32_t peer, const rust_gin_signal& s) {
   const uint64_t addend = s.op == RUST_GIN_SIGNAL_OP_INC ? 1 : s.value;
   if (write_mode(x.c)) {
@@ -156,14 +172,14 @@ RG_INLINE Request signal_wqe(const Ctx& x, uint32_t peer, const rust_gin_signal&
     // where its descriptor's signal address points, on RC or DC (the DC
     // peer layout differs: read through signal_table, never peer_of).
     const uint64_t total = x.c->signal_totals + 8 * (uint64_t{peer} * x.c->n_signals + s.id);
-    return slot_request(signal_table(x, peer) + 8 * s.id, signal_table_rkey(x, peer), total, addend);
+    return slot_request(signal_table<F>(x, peer) + 8 * s.id, signal_table_rkey<F>(x, peer), total, addend);
   }
   Request r = {};
-  r.opcode = mlx5::OP_ATOMIC_FA;
+  r.opcode = queue::OP_ATOMIC_FA;
   r.length = 8;
   if (s.type == RUST_GIN_SIGNAL_INDEXED) {
-    r.raddr = signal_table(x, peer) + 8 * s.id;
-    r.rkey = signal_table_rkey(x, peer);
+    r.raddr = signal_table<F>(x, peer) + 8 * s.id;
+    r.rkey = signal_table_rkey<F>(x, peer);
   } else {
     r.raddr = remote(x, s.window, peer).base + s.offset;
     r.rkey = remote(x, s.window, peer).rkey;
@@ -186,13 +202,14 @@ RG_INLINE T* word(uint64_t base, uint32_t i) {
 // advances once it completed, credited by whoever polls the queue (cq.h); no
 // lane waits for it here: counter reads and waits poll the queues with
 // counted puts (progress_counters).
+template <class F>
 RG_INLINE int post(const Ctx& x, uint32_t peer, Request r, uint32_t flags, uint32_t counter_tag = 0, bool has = true,
                    bool more = false) {
   uint64_t last = 0;
-  if (counter_tag) r.flags |= mlx5::REQ_SIGNALED;
+  if (counter_tag) r.flags |= queue::REQ_SIGNALED;
   const bool ring = !(flags & RUST_GIN_FLAG_AGGREGATE) && !more;
   r.dc_target = peer;  // the DCI's WQE addresses this peer's DCT (RC: unused)
-  const int s = post_lane(queue_of(x, peer), r, has, ring, &last, counter_tag);
+  const int s = post_lane<F>(queue_of<F>(x, peer), r, has, ring, &last, counter_tag);
   // After the post, which raised the queue's counted_end: a counter wait
   // that clears the bit looks at counted_end again (progress_counters).
   if (!s && has && counter_tag) {
@@ -206,6 +223,7 @@ RG_INLINE int post(const Ctx& x, uint32_t peer, Request r, uint32_t flags, uint3
 // queue of the context that holds counted puts, and forgets the queues with
 // none left. QP_FAILED when such a queue failed: a counted put on it may
 // never count, so no counter wait of the context can be trusted to end.
+template <class F>
 RG_INLINE int progress_counters(const Ctx& x) {
   const uint32_t words = (x.h->nranks + 63) / 64;
   int status = RUST_GIN_OK;
@@ -215,7 +233,7 @@ RG_INLINE int progress_counters(const Ctx& x) {
     while (m) {
       const uint32_t b = __builtin_ctzll(m);
       m &= m - 1;
-      SendQueue sq(queue_of(x, w * 64 + b));
+      FamilyQueue<F> sq(queue_of<F>(x, w * 64 + b));
       if (sq.unrung()) sq.ring();
       sq.poll();
       sq.credit_counters();
@@ -236,19 +254,23 @@ RG_INLINE int progress_counters(const Ctx& x) {
 // Rolling comparison as RCCL's waits use it: `v` has reached `least`.
 RG_INLINE bool reached(uint64_t v, uint64_t least) { return static_cast<int64_t>(v - least) >= 0; }
 
-// With `counter`, each turn polls the queues whose completions advance
-// counters (progress_counters) and fails when one of them failed. With
-// `fold` (a write-mode signal), each turn folds the signal's slots into the
-// word first (gin/signal_slots.h).
+// With a family F, each turn polls the context's queues whose completions
+// advance counters (progress_counters) and fails when one of them failed: a
+// counter wait. NoFamily: no queue is polled (a signal wait). With `fold` (a
+// write-mode signal), each turn folds the signal's slots into the word first
+// (gin/signal_slots.h).
+template <class F>
 RG_INLINE int wait_word(const Ctx& x, const uint64_t* w, const uint64_t* offset, uint64_t least, uint8_t what,
-                        uint32_t id, const uint32_t* abort_flag, uint64_t timeout_cycles, bool counter = false,
-                        bool fold = false) {
+                        uint32_t id, const uint32_t* abort_flag, uint64_t timeout_cycles, bool fold = false) {
+  constexpr bool counter = !IsNoFamily<F>::value;
   Bound bound(x.h->timeout_ns, abort_flag, timeout_cycles);
   return wave::spin([&] {
     const uint64_t raw = fold ? fold_signal(x.c, x.h->nranks, id) : atomic_load(w, __ATOMIC_ACQUIRE, Scope::system);
     const uint64_t v = raw - (offset ? atomic_load(offset, __ATOMIC_RELAXED, Scope::agent) : 0);
     if (reached(v, least)) return static_cast<int>(RUST_GIN_OK);
-    if (counter && progress_counters(x)) return static_cast<int>(RUST_GIN_ERR_QP_FAILED);
+    if constexpr (counter) {
+      if (progress_counters<F>(x)) return static_cast<int>(RUST_GIN_ERR_QP_FAILED);
+    }
     const int b = bound.check();
     if (b == RUST_GIN_ERR_ABORTED) return b;
     if (b) {

@@ -370,16 +370,40 @@ class SendQueue {
     }
   }
 
-  // flush_target of a family without a flush WQE: every batch's last WQE
-  // asks for a CQE (wants_cqe), so the newest published WQE is signalled
-  // and its completion covers everything; the flush byte is not used, so
-  // these families' gets are not proven landed by a flush yet
-  // (docs/architecture.md, "NIC families").
+  // flush_target of a family without a flush WQE (no NOP, no DUMP): every
+  // batch's last WQE asks for a CQE (wants_cqe), so the newest published
+  // WQE is signalled and its completion covers everything. After READs
+  // that a flush WQE did not cover yet, and where the descriptor names a
+  // flush byte, a signalled 1-byte WRITE from the local flush byte to the
+  // peer's (abi/nic_queue.h) is posted behind a fence instead of a DUMP:
+  // the fence starts it after the READs completed, and the NIC's read of
+  // local memory cannot pass its PCIe writes of their data, so its
+  // completion proves the data landed.
   RG_INLINE int flush_target_signalled(uint64_t* target) {
     if (failed()) return RUST_GIN_ERR_QP_FAILED;
-    *target = atomic_load(&st_->ready, __ATOMIC_ACQUIRE, Scope::agent);
-    if (*target == 0 || atomic_load(&st_->done, __ATOMIC_ACQUIRE, Scope::agent) >= *target) return RUST_GIN_OK;
-    ring();
+    const uint64_t t = atomic_load(&st_->ready, __ATOMIC_ACQUIRE, Scope::agent);
+    const uint64_t reads = atomic_load(&st_->read_end, __ATOMIC_RELAXED, Scope::agent);
+    const uint64_t dumped = atomic_load(&st_->dump_end, __ATOMIC_RELAXED, Scope::agent);
+    const uint32_t lkey = rd(d_->flush_lkey);
+    if (!(lkey && reads && reads >= dumped)) {
+      *target = reads && dumped > t ? dumped : t;
+      if (*target == 0 || atomic_load(&st_->done, __ATOMIC_ACQUIRE, Scope::agent) >= *target) return RUST_GIN_OK;
+      ring();
+      return RUST_GIN_OK;
+    }
+    Request r = {};
+    r.opcode = OP_RDMA_WRITE;
+    r.flags = REQ_SIGNALED | REQ_SMALL_FENCE;  // behind READs and atomics, as mlx5's DUMP
+    r.length = 1;
+    r.lkey = lkey;
+    r.laddr = rd(d_->flush_addr);
+    r.rkey = rd(d_->flush_rkey);
+    r.raddr = rd(d_->flush_raddr);
+    uint64_t idx = 0;
+    const int s = post_one(r, &idx);
+    if (s) return s;
+    atomic_fetch_max(&st_->dump_end, idx + 1, __ATOMIC_RELAXED, Scope::agent);
+    *target = idx + 1;
     return RUST_GIN_OK;
   }
 
