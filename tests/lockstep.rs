@@ -427,6 +427,8 @@ fn world(depth: i32) -> World {
                     let want = if write_mode_asked() { RUST_GIN_SIGNAL_MODE_WRITE } else { RUST_GIN_SIGNAL_MODE_ATOMIC };
                     assert_eq!(context_signal_mode(h as *const c_void, 0), want, "signal mode");
                     let dcis = if dc_asked() { RERUN_DCIS } else { 0 };
+                    let family = family_asked().unwrap_or(RUST_GIN_FAMILY_MLX5);
+                    assert_eq!(context_family(h as *const c_void, 0), family, "NIC family");
                     assert_eq!(context_dcis(h as *const c_void, 0), dcis, "DC initiators");
                     let src = register(p, r.coll, 64 * SLOT * 64);
                     let dst = register(p, r.coll, N * 64 * SLOT * 64);
@@ -492,6 +494,10 @@ impl World {
             let state = |sq: &rust_gin_mlx5_sq| std::ptr::read_volatile(sq.state as *const rust_gin_mlx5_sq_state);
             if c.n_dci > 0 {
                 (0..c.n_dci as usize).map(|i| state(&*(c.dcis as *const rust_gin_mlx5_sq).add(i))).collect()
+            } else if c.family != RUST_GIN_FAMILY_MLX5 {
+                // bnxt_re, ionic: the family-neutral peer layout.
+                let state = |sq: &rust_gin_nic_sq| std::ptr::read_volatile(sq.state as *const rust_gin_mlx5_sq_state);
+                (0..N).map(|p| state(&(*(c.peers as *const rust_gin_nic_peer).add(p)).sq)).collect()
             } else {
                 (0..N).map(|p| state(&(*(c.peers as *const rust_gin_peer).add(p)).sq)).collect()
             }
@@ -926,4 +932,13 @@ fn gin_cases_again_on_dc_with_write_mode_signals() {
 #[test]
 fn signal_cases_again_with_write_mode_signals() {
     rerun_in_write_mode(&GIN_CASES);
+}
+
+/// The GIN cases on the emulated bnxt_re and ionic NICs, each in both
+/// signal modes: lanes of a wave posting those families' WQEs, bnxt_re's
+/// MSN-table PSNs assigned under the publish turn in lane order, ionic's
+/// kept-free ring slot, and their flush WRITEs after gets.
+#[test]
+fn gin_cases_again_on_bnxt_re_and_ionic() {
+    rerun_on_families(&GIN_CASES);
 }
