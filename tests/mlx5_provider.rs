@@ -914,3 +914,75 @@ fn hw_loopback_write_atomic_read() {
     assert!(sq.error().is_none(), "no error CQE: {:?}", sq.error());
     eprintln!("queue state: {:?}", sq.state());
 }
+
+/// The DC transport on a real ConnectX, loopback: a DCT and a DCI on one
+/// port (every DevX command of docs/mlx5-provider.md §2a), the AV of the
+/// port itself, a WRITE and a fetch-and-add through the DCI posted by the
+/// device library's x86-64 build, as hw_loopback_write_atomic_read does on RC.
+#[test]
+#[ignore = "needs an mlx5 NIC with DC: RUST_GIN_HW_TEST=1 cargo test --test mlx5_provider -- --ignored"]
+fn hw_dc_loopback_write_atomic() {
+    use rccl_rust_gin::abi::{rust_gin_mlx5_request, RUST_GIN_MLX5_DC_TARGET_STRIDE, RUST_GIN_REQ_SIGNALED};
+    use rccl_rust_gin::mlx5::sq::{new_error_record, SendQueue};
+    use rccl_rust_gin::mlx5::wire::opcode;
+    use rccl_rust_gin::provider::mlx5::MemoryMode;
+    use rccl_rust_gin::provider::Nic;
+
+    assert_eq!(
+        std::env::var("RUST_GIN_HW_TEST").as_deref(),
+        Ok("1"),
+        "this test drives a real ConnectX NIC: set RUST_GIN_HW_TEST=1 on a node that has one"
+    );
+    let config = Config::from_env().expect("RCCL_RUST_GIN_* knobs");
+    let p = Mlx5Provider::probe(&config).expect("probe");
+    let nic = p.open_mode(0, MemoryMode::Host).expect("open in host mode");
+    let key = 0x5eed_0000_0000_d00d_u64;
+    let dct = nic.create_dct(key).expect("DevX CREATE_CQ, CREATE_RMP, CREATE_DCT");
+    let dci = nic.create_dci(6, 0, false).expect("DevX CREATE_QP (DCI) through RTS");
+    let av = nic.dc_address(&nic.address()).expect("the port's own AV").with_dc_addr(dct.dctn(), key);
+    eprintln!("DCT {:#x}, DCI {:#x}, AV {:02x?}", dct.dctn(), dci.qpn(), av.encode());
+
+    let alloc = nic.allocator();
+    let table = alloc.alloc(RUST_GIN_MLX5_DC_TARGET_STRIDE as usize, 64, Object::Peers).unwrap();
+    table.write(0, &av.encode());
+    let src = alloc.alloc(4096, 4096, Object::WindowData).unwrap();
+    let dst = alloc.alloc(4096, 4096, Object::WindowData).unwrap();
+    let pattern: Vec<u8> = (0..4096u32).map(|i| (i * 5 + 1) as u8).collect();
+    src.write(0, &pattern);
+    // SAFETY: both buffers outlive the regions (dropped at the end of the test, after them).
+    let (ms, md) = unsafe {
+        (
+            nic.reg_mr(src.dev_addr(), 4096, Access::all()).expect("reg src"),
+            nic.reg_mr(dst.dev_addr(), 4096, Access::all()).expect("reg dst"),
+        )
+    };
+    let err = new_error_record(alloc.as_ref()).unwrap();
+    let mut desc = dci.descriptor(0, err.dev_addr(), 5_000_000_000);
+    desc.dc_targets = table.dev_addr();
+    let sq = SendQueue::new(alloc.as_ref(), &desc).unwrap();
+    let req = |op: u8, len: u32, operand0: u64| rust_gin_mlx5_request {
+        opcode: op,
+        flags: RUST_GIN_REQ_SIGNALED as u8,
+        length: len,
+        lkey: ms.lkey(),
+        rkey: md.rkey(),
+        laddr: src.dev_addr(),
+        raddr: dst.dev_addr(),
+        operand0,
+        dc_target: 0,
+        ..Default::default()
+    };
+    sq.post(&[req(opcode::RDMA_WRITE, 4096, 0)]).expect("post a DC WRITE");
+    sq.quiet().expect("the DC WRITE completes");
+    let mut got = vec![0u8; 4096];
+    dst.read(0, &mut got);
+    assert_eq!(got, pattern, "the WRITE landed through the DCT");
+    dst.write(0, &10u64.to_ne_bytes());
+    sq.post(&[req(opcode::ATOMIC_FA, 8, 5)]).expect("post a DC fetch-and-add");
+    sq.quiet().expect("the DC fetch-and-add completes");
+    let mut w = [0u8; 8];
+    dst.read(0, &mut w);
+    assert_eq!(u64::from_ne_bytes(w), 15, "fetch-and-add through the DCT");
+    assert!(sq.error().is_none(), "no error CQE: {:?}", sq.error());
+    eprintln!("queue state: {:?}", sq.state());
+}
