@@ -898,7 +898,7 @@ fn a_device_without_dc_is_refused_naming_the_capability() {
 fn expected_dc(name: &str, mode: MemoryMode, roce: bool) -> Option<&'static [&'static str]> {
     Some(match name {
         "mlx5dv_devx_general_cmd(QUERY_HCA_CAP)" => &["mlx5_0", "DevX QUERY_HCA_CAP", "0x5eed0bad"],
-        "mlx5dv_devx_obj_create(CREATE_CQ)" => &["mlx5_0", "DevX CREATE_CQ", "firmware status 0x5", "0x5eed0bad"],
+        "mlx5dv_devx_obj_create(CREATE_CQ)" => &["mlx5_0", "DevX CREATE_CQ (DC ", "firmware status 0x5", "0x5eed0bad"],
         "mlx5dv_devx_obj_create(CREATE_RMP)" => &["mlx5_0", "DevX CREATE_RMP (the DC target's SRQ) failed", "0x5eed0bad"],
         "mlx5dv_devx_obj_create(CREATE_DCT)" => &["mlx5_0", "DevX CREATE_DCT failed", "0x5eed0bad"],
         "mlx5dv_devx_obj_create(CREATE_QP DCI)" => &["mlx5_0", "DevX CREATE_QP (DC initiator) failed", "0x5eed0bad"],

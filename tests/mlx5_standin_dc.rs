@@ -118,6 +118,10 @@ fn a_dc_context_set_over_the_mlx5_provider() {
         assert_eq!(s.calls(&format!("mlx5dv_devx_obj_modify({t})")).len(), dcis, "{t}");
     }
     assert_eq!(s.calls("mlx5dv_devx_general_cmd(QUERY_HCA_CAP)").len(), N, "once per opened NIC");
+    // One address handle (the MAC) per rank and peer address, not one per
+    // context and peer: every rank here is the stand-in's one port, so one
+    // per rank (CONTEXTS * N per rank without the NIC's cache).
+    assert_eq!(s.calls("ibv_create_ah").len(), N, "AVs are kept per peer address");
 
     // Every rank's table: for each rank q, the stand-in port's AV (its one
     // GID, the MAC the AH resolved) with one of the DCT numbers created and

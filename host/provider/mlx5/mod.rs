@@ -118,7 +118,7 @@ impl Mlx5Provider {
             info.pci_path,
             memory.allocator().describe()
         );
-        let nic = Mlx5Nic { ctx, memory, eqn, info, dc_capable: Mutex::new(None) };
+        let nic = Mlx5Nic { ctx, memory, eqn, info, dc_capable: Mutex::new(None), dc_avs: Mutex::default() };
         let caps = nic.capabilities();
         crate::info_line!(INIT, "capabilities of {caps}");
         if let Some(why) = caps.atomics_unusable() {
@@ -166,6 +166,10 @@ pub struct Mlx5Nic {
     info: NicInfo,
     /// The DC capability, asked once (QUERY_HCA_CAP) when DC is first used.
     dc_capable: Mutex<Option<std::result::Result<(), Error>>>,
+    /// Address vectors by peer address: every context of a context set asks
+    /// for every peer's, and on RoCE each costs an address handle (a kernel
+    /// call resolving the MAC); kept for the NIC's life.
+    dc_avs: Mutex<std::collections::HashMap<NicAddress, crate::mlx5::wire::DatagramSeg>>,
 }
 
 impl Mlx5Nic {
@@ -216,7 +220,13 @@ impl Nic for Mlx5Nic {
         Ok(Box::new(dc::Mlx5Dct::create(&self.ctx, &self.memory, self.eqn, key)?))
     }
     fn dc_address(&self, remote: &NicAddress) -> Result<crate::mlx5::wire::DatagramSeg> {
-        dc::dc_address(&self.ctx, &addr::Mlx5Address::decode(remote)?)
+        let mut avs = self.dc_avs.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(av) = avs.get(remote) {
+            return Ok(*av);
+        }
+        let av = dc::dc_address(&self.ctx, &addr::Mlx5Address::decode(remote)?)?;
+        avs.insert(*remote, av);
+        Ok(av)
     }
     /// With a GPU: dma-buf first (exported by HIP, imported by the NIC
     /// driver, no out-of-tree peer-memory module needed), then peer-memory

@@ -184,7 +184,7 @@ impl Mlx5Qp {
 
         let (cq, out) = Obj::create(
             ctx,
-            "CREATE_CQ",
+            if kind == QpKind::Dci { "CREATE_CQ (DC initiator)" } else { "CREATE_CQ" },
             &prm::create_cq(&prm::CqArgs {
                 log_cq_size: mem.log_cq_cnt,
                 uar_page: uar.page_id,
