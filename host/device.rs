@@ -113,6 +113,21 @@ pub fn arg_name(arg: u8) -> &'static str {
     }
 }
 
+/// `DeviceError::peer` of an error on a DC initiator whose peer could not
+/// be found (a DCI serves several peers; gin::context says when).
+pub const PEER_UNKNOWN: u32 = u32::MAX;
+
+/// "peer N", or what is known when N is not.
+struct Peer(u32);
+impl std::fmt::Display for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            PEER_UNKNOWN => f.write_str("peer unknown (a DC initiator serves several)"),
+            p => write!(f, "peer {p}"),
+        }
+    }
+}
+
 /// The sticky device-side error, decoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DeviceError {
@@ -175,8 +190,8 @@ impl std::fmt::Display for DeviceError {
         match self.code {
             a::RUST_GIN_ERR_CQE => write!(
                 f,
-                "error completion from peer {} on QP {:#x}, WQE index {}, syndrome {:#04x} ({}), vendor syndrome {:#04x}, WQE opcode {:#04x}",
-                self.peer,
+                "error completion from {} on QP {:#x}, WQE index {}, syndrome {:#04x} ({}), vendor syndrome {:#04x}, WQE opcode {:#04x}",
+                Peer(self.peer),
                 self.qpn,
                 self.wqe_index,
                 self.syndrome,
@@ -186,9 +201,9 @@ impl std::fmt::Display for DeviceError {
             ),
             a::RUST_GIN_ERR_TIMEOUT => write!(
                 f,
-                "timeout waiting for {} (peer {}, QP {:#x}, expected {}, last seen {})",
+                "timeout waiting for {} ({}, QP {:#x}, expected {}, last seen {})",
                 wait_kind_name(self.wait_kind),
-                self.peer,
+                Peer(self.peer),
                 self.qpn,
                 self.expected,
                 self.observed
@@ -201,7 +216,7 @@ impl std::fmt::Display for DeviceError {
                 self.observed,
                 self.expected
             ),
-            c => write!(f, "device error code {c} (peer {}, QP {:#x})", self.peer, self.qpn),
+            c => write!(f, "device error code {c} ({}, QP {:#x})", Peer(self.peer), self.qpn),
         }?;
         if self.count > 1 {
             write!(f, "; {} more error(s) after it", self.count - 1)?;

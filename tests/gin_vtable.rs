@@ -378,10 +378,16 @@ fn gin_progress_after_finalize_is_invalid_usage() {
     refused_after_finalize("ginProgress", |c| plugin().call_ptr(plugin().v.gin_progress, c));
 }
 
+/// Rank 0's put to `TARGET` fails at the target's NIC; the WARN names
+/// `TARGET`. Three ranks, so that on DC (the rerun below, 2 DCIs per
+/// context) the failed DCI also serves rank 0 itself: the peer comes from
+/// the failed WQE, not from the queue.
+const TARGET: usize = 2;
+
 #[test]
 fn an_error_cqe_is_reported_and_waits_return_instead_of_hanging() {
     let p = plugin();
-    let n = 2;
+    let n = 3;
     let ex = Exchange::new(n);
     let saw = Arc::new(std::sync::Mutex::new(Vec::new()));
     std::thread::scope(|s| {
@@ -396,23 +402,25 @@ fn an_error_cqe_is_reported_and_waits_return_instead_of_hanging() {
                 assert_eq!(res, OK);
                 // SAFETY: live device handle.
                 let h = unsafe { (*dh).handle } as *const c_void;
+                assert_eq!(context_dcis(h, 0), if dc_asked() { 2 } else { 0 }, "the transport asked for");
                 let w = register(p, r.coll, 4096);
                 ex.barrier();
                 if rank == 0 {
-                    // Corrupt this rank's copy of rank 1's rkey: the NIC at
-                    // rank 1 refuses the write with a remote access error.
+                    // Corrupt this rank's copy of TARGET's rkey: the NIC at
+                    // TARGET refuses the write with a remote access error.
                     let desc = w.gh as *mut rust_gin_window;
+                    let target = TARGET as u32;
                     // SAFETY: the descriptor is host memory on the emulated NIC.
                     unsafe {
-                        let pe = ((*desc).peers as *mut rust_gin_window_peer).add(1);
+                        let pe = ((*desc).peers as *mut rust_gin_window_peer).add(TARGET);
                         (*pe).rkey ^= 0x4400;
-                        assert_eq!(dev::rust_gin_put(h, 0, 1, w.gh, 0, w.gh, 0, 64, NO_SIGNAL, 0, 0, 0), 0, "posting succeeds");
+                        assert_eq!(dev::rust_gin_put(h, 0, target, w.gh, 0, w.gh, 0, 64, NO_SIGNAL, 0, 0, 0), 0, "posting succeeds");
                         let t = std::time::Instant::now();
                         let f = dev::rust_gin_flush(h, 0, 0, 1, std::ptr::null(), 0);
                         assert!(t.elapsed().as_secs() < 10, "flush returned instead of hanging");
                         assert_ne!(f, 0, "flush reports the failure");
                         // Later operations on that queue fail fast.
-                        assert_eq!(dev::rust_gin_put(h, 0, 1, w.gh, 0, w.gh, 0, 8, NO_SIGNAL, 0, 0, 0), RUST_GIN_ERR_QP_FAILED as i32);
+                        assert_eq!(dev::rust_gin_put(h, 0, target, w.gh, 0, w.gh, 0, 8, NO_SIGNAL, 0, 0, 0), RUST_GIN_ERR_QP_FAILED as i32);
                         // A wait for a signal that will never come ends by its bound
                         // or by the abort flag.
                         let abort = 1u32;
@@ -447,9 +455,15 @@ fn an_error_cqe_is_reported_and_waits_return_instead_of_hanging() {
         OK,
         OK,
         &lines,
-        &["rank 0", "peer 1", "QP", "WQE index 0", &status, name],
+        &["rank 0", &format!("peer {TARGET}"), "QP", "WQE index 0", &status, name],
         "the WARN names peer, QP, WQE index and syndrome",
     );
+}
+
+/// The same test on DC: the error on a DCI names the rank whose WQE failed.
+#[test]
+fn an_error_cqe_on_dc_names_the_peer() {
+    rerun_on_dc(2, &["an_error_cqe_is_reported_and_waits_return_instead_of_hanging"]);
 }
 
 #[test]

@@ -24,7 +24,7 @@ use rccl_rust_gin::gpu::hip::{self, HipAllocator};
 use rccl_rust_gin::gpu::{Allocator, HostMemory, Object, Placement, RingHome};
 use rccl_rust_gin::provider::mlx5::addr::{self, GidType, LinkLayer, Mlx5Address};
 use rccl_rust_gin::provider::mlx5::mr::verbs_access;
-use rccl_rust_gin::provider::mlx5::prm::{self, ads, cqc, qpc, Field};
+use rccl_rust_gin::provider::mlx5::prm::{self, ads, cqc, dctc, qpc, rmpc, wq, Field};
 use rccl_rust_gin::provider::mlx5::{Mlx5Provider, UAR_ALLOC_TYPE_NC, UAR_ALLOC_TYPE_NC_DEDICATED};
 use rccl_rust_gin::provider::{self, Access, Provider};
 
@@ -153,6 +153,210 @@ const CQC: &[(&str, Field, usize, usize)] = &[
     ("log_page_size", cqc::LOG_PAGE_SIZE, 0x0c3, 5),
     ("dbr_addr", cqc::DBR_ADDR, 0x1c0, 0x40),
 ];
+
+/// From `struct mlx5_ifc_dctc_bits` in the Linux kernel's
+/// include/linux/mlx5/mlx5_ifc.h (rdma-core's has only a stub): the
+/// `reserved_at_<bit>` names anchor each row (reserved_at_73[0xd] ends the
+/// rre/rwe/rae... run at 0x80, reserved_at_140[0x5] puts mtu at 0x145).
+const DCTC: &[(&str, Field, usize, usize)] = &[
+    ("state", dctc::STATE, 0x004, 4),
+    ("user_index", dctc::USER_INDEX, 0x028, 0x18),
+    ("cqn", dctc::CQN, 0x048, 0x18),
+    ("atomic_mode", dctc::ATOMIC_MODE, 0x068, 4),
+    ("rre", dctc::RRE, 0x06c, 1),
+    ("rwe", dctc::RWE, 0x06d, 1),
+    ("rae", dctc::RAE, 0x06e, 1),
+    ("cs_res", dctc::CS_RES, 0x088, 8),
+    ("min_rnr_nak", dctc::MIN_RNR_NAK, 0x093, 5),
+    ("srqn_xrqn", dctc::SRQN_XRQN, 0x0a8, 0x18),
+    ("pd", dctc::PD, 0x0c8, 0x18),
+    ("tclass", dctc::TCLASS, 0x0e0, 8),
+    ("flow_label", dctc::FLOW_LABEL, 0x0ec, 0x14),
+    ("dc_access_key", dctc::DC_ACCESS_KEY, 0x100, 0x40),
+    ("mtu", dctc::MTU, 0x145, 3),
+    ("port", dctc::PORT, 0x148, 8),
+    ("pkey_index", dctc::PKEY_INDEX, 0x150, 0x10),
+    ("my_addr_index", dctc::MY_ADDR_INDEX, 0x168, 8),
+    ("hop_limit", dctc::HOP_LIMIT, 0x178, 8),
+    ("dc_access_key_violation_count", dctc::DC_ACCESS_KEY_VIOLATION_COUNT, 0x180, 0x20),
+    ("eth_prio", dctc::ETH_PRIO, 0x1b5, 3),
+    ("dscp", dctc::DSCP, 0x1ba, 6),
+];
+
+/// From `struct mlx5_ifc_wq_bits` (Linux mlx5_ifc.h; the umem fields
+/// dbr_umem_id, wq_umem_id, wq_umem_offset replaced reserved_at_140[0x80]).
+const WQ: &[(&str, Field, usize, usize)] = &[
+    ("wq_type", wq::WQ_TYPE, 0x000, 4),
+    ("pd", wq::PD, 0x048, 0x18),
+    ("dbr_addr", wq::DBR_ADDR, 0x080, 0x40),
+    ("log_wq_stride", wq::LOG_WQ_STRIDE, 0x10c, 4),
+    ("log_wq_pg_sz", wq::LOG_WQ_PG_SZ, 0x113, 5),
+    ("log_wq_sz", wq::LOG_WQ_SZ, 0x11b, 5),
+    ("dbr_umem_valid", wq::DBR_UMEM_VALID, 0x120, 1),
+    ("wq_umem_valid", wq::WQ_UMEM_VALID, 0x121, 1),
+    ("dbr_umem_id", wq::DBR_UMEM_ID, 0x140, 0x20),
+    ("wq_umem_id", wq::WQ_UMEM_ID, 0x160, 0x20),
+    ("wq_umem_offset", wq::WQ_UMEM_OFFSET, 0x180, 0x40),
+];
+
+/// qpc's DCI field, as rocSHMEM vendors the kernel's qpc
+/// (projects/rocshmem/src/gda/mlx5/mlx5_ifc_core.hpp: reserved_at_3e0[0x3],
+/// log_num_dci_stream_channels[0x5], cqn_snd[0x18]); `rmpc.state` and
+/// `cmd_hca_cap.dct` (rdma-core mlx5_ifc.h: reserved_at_219[0x1] before
+/// dct[0x1]).
+const DC_MISC: &[(&str, Field, usize, usize)] = &[
+    ("qpc.log_num_dci_stream_channels", qpc::LOG_NUM_DCI_STREAM_CHANNELS, 0x3e3, 5),
+    ("rmpc.state", rmpc::STATE, 0x008, 4),
+    ("cmd_hca_cap.dct", prm::query_hca_cap::CAP_DCT, 0x21a, 1),
+    ("query_hca_cap_in.op_mod", prm::query_hca_cap::OP_MOD, 0x030, 0x10),
+    ("create_dct_out.dctn", prm::create_dct_out::DCTN, 0x048, 0x18),
+    ("create_rmp_out.rmpn", prm::create_rmp_out::RMPN, 0x048, 0x18),
+];
+
+#[test]
+fn dc_field_offsets_are_the_kernels_mlx5_ifc_h() {
+    for (table, fields) in [("dctc", DCTC), ("wq", WQ), ("dc", DC_MISC)] {
+        for &(name, f, bit, width) in fields {
+            assert_eq!((f.bit, f.width), (bit, width), "{table}.{name}");
+        }
+    }
+    // Sizes: dctc 0x200 bits (ece at 0x1e0 is last), wq 0x600, rmpc 0x780
+    // (wq at 0x180); create_dct_in 0x400 bits (dct_context_entry at 0x80,
+    // then reserved_at_280[0x180]); create_rmp_in 0x880 (ctx at 0x100);
+    // query_hca_cap_in 0x80, _out 0x8080 (capability at 0x80).
+    assert_eq!((dctc::BITS, wq::BITS, rmpc::BITS, rmpc::WQ), (0x200, 0x600, 0x780, 0x180));
+    assert_eq!((prm::create_dct_in::BYTES, prm::create_dct_in::DCT_CONTEXT), (128, 0x80));
+    assert_eq!((prm::create_rmp_in::BYTES, prm::create_rmp_in::CTX), (272, 0x100));
+    assert_eq!(
+        (prm::query_hca_cap::IN_BYTES, prm::query_hca_cap::OUT_BYTES, prm::query_hca_cap::CAPABILITY),
+        (16, 4112, 0x80)
+    );
+    // MLX5_CMD_OP_QUERY_HCA_CAP, _CREATE_DCT, _DRAIN_DCT, _CREATE_RMP;
+    // MLX5_QPC_ST_DCI, MLX5_RMPC_STATE_RDY, MLX5_WQ_TYPE_CYCLIC;
+    // (MLX5_SET_HCA_CAP_OP_MOD_GENERAL_DEVICE | HCA_CAP_OPMOD_GET_CUR).
+    assert_eq!(
+        [prm::opcode::QUERY_HCA_CAP, prm::opcode::CREATE_DCT, prm::opcode::DRAIN_DCT, prm::opcode::CREATE_RMP],
+        [0x100, 0x710, 0x712, 0x90c]
+    );
+    assert_eq!((qpc::ST_DCI, rmpc::STATE_RDY, wq::WQ_TYPE_CYCLIC, prm::query_hca_cap::OP_MOD_GENERAL_CUR), (5, 1, 1, 1));
+}
+
+#[test]
+fn create_dci_command() {
+    let args = prm::QpArgs {
+        pdn: 0x12_3456,
+        log_sq_size: 10,
+        uar_page: 0x0a_bcde,
+        cqn: 0x65_4321,
+        wq_umem_id: 0x1122_3344,
+        dbr_umem_id: 0x5566_7788,
+        dbr_offset: 0,
+    };
+    let got = prm::create_dci(&args);
+    let mut want = prm::create_qp(&args);
+    let q = 24; // qpc at bit 0xc0
+    want[q + 1] = 0x05; // st = DCI (qpc bits 0x08..0x10)
+    // log_num_dci_stream_channels (bits 0x3e3..0x3e8 of qpc) stays 0.
+    assert!(got == want, "{}", diff(&got, &want));
+    assert_eq!(got[q + 124] & 0x1f, 0, "log_num_dci_stream_channels");
+}
+
+#[test]
+fn dci_transitions_carry_no_remote() {
+    let got = prm::rst2init_dci(0xabc, 1);
+    let mut want = [0u8; 272];
+    want[0..2].copy_from_slice(&[0x05, 0x02]);
+    want[9..12].copy_from_slice(&[0x00, 0x0a, 0xbc]);
+    want[24 + 2] = 0x18; // pm_state
+    want[24 + 24 + 37] = 0x01; // vhca_port_num; no rre/rwe/rae, no atomic_mode
+    assert!(got == want, "{}", diff(&got, &want));
+
+    let got = prm::init2rtr_dci(0xabc, 1, 5, 30);
+    let mut want = [0u8; 272];
+    want[0..2].copy_from_slice(&[0x05, 0x03]);
+    want[9..12].copy_from_slice(&[0x00, 0x0a, 0xbc]);
+    want[24 + 8] = 0xbe; // mtu 5, log_msg_max 30
+    want[24 + 24 + 37] = 0x01; // vhca_port_num; no remote_qpn, no rgid/rlid
+    assert!(got == want, "{}", diff(&got, &want));
+}
+
+#[test]
+fn create_rmp_command() {
+    let got = prm::create_rmp(&prm::RmpArgs {
+        pdn: 0x12_3456,
+        log_wq_sz: 8,
+        wq_umem_id: 0x1122_3344,
+        dbr_umem_id: 0x5566_7788,
+        dbr_offset: 0x40,
+    });
+    let mut want = [0u8; 272];
+    want[0..2].copy_from_slice(&[0x09, 0x0c]); // CREATE_RMP
+    let r = 32; // ctx at bit 0x100
+    want[r + 1] = 0x10; // rmpc.state = RDY (bits 0x08..0x0c)
+    let w = r + 48; // rmpc.wq at bit 0x180
+    want[w] = 0x10; // wq_type = cyclic (top nibble)
+    want[w + 9..w + 12].copy_from_slice(&[0x12, 0x34, 0x56]); // pd
+    want[w + 23] = 0x40; // dbr_addr (bytes 16..24)
+    want[w + 33] = 0x04; // log_wq_stride 4 (bits 0x10c..0x110)
+    want[w + 35] = 0x08; // log_wq_sz 8 (bits 0x11b..0x120)
+    want[w + 36] = 0xc0; // dbr_umem_valid, wq_umem_valid
+    want[w + 40..w + 44].copy_from_slice(&[0x55, 0x66, 0x77, 0x88]); // dbr_umem_id
+    want[w + 44..w + 48].copy_from_slice(&[0x11, 0x22, 0x33, 0x44]); // wq_umem_id
+    assert!(got == want, "{}", diff(&got, &want));
+}
+
+#[test]
+fn create_dct_command() {
+    let args = prm::DctArgs {
+        pdn: 0x12_3456,
+        cqn: 0x65_4321,
+        srqn: 0x0a_0b0c,
+        key: 0x0102_0304_0506_0708,
+        port: 1,
+        mtu: 5,
+        min_rnr_nak: 12,
+        roce: Some(prm::DctRoce { my_addr_index: 3, hop_limit: 255, traffic_class: 0x68, v2: true }),
+    };
+    let got = prm::create_dct(&args);
+    let mut want = [0u8; 128];
+    want[0..2].copy_from_slice(&[0x07, 0x10]); // CREATE_DCT
+    let d = 16; // dct_context_entry at bit 0x80
+    want[d + 9..d + 12].copy_from_slice(&[0x65, 0x43, 0x21]); // cqn
+    want[d + 13] = 0x1e; // atomic_mode 1 (bits 0x68..0x6c), rre, rwe, rae (0x6c..0x6f)
+    want[d + 18] = 0x0c; // min_rnr_nak 12 (bits 0x93..0x98)
+    want[d + 21..d + 24].copy_from_slice(&[0x0a, 0x0b, 0x0c]); // srqn_xrqn
+    want[d + 25..d + 28].copy_from_slice(&[0x12, 0x34, 0x56]); // pd
+    want[d + 28] = 0x68; // tclass
+    want[d + 32..d + 40].copy_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]); // dc_access_key
+    want[d + 40] = 0x05; // mtu (bits 0x145..0x148)
+    want[d + 41] = 0x01; // port
+    want[d + 45] = 0x03; // my_addr_index
+    want[d + 47] = 0xff; // hop_limit
+    want[d + 55] = 0x1a; // dscp = 0x68 >> 2 (bits 0x1ba..0x1c0)
+    assert!(got == want, "{}", diff(&got, &want));
+
+    // InfiniBand: no GID index, hop limit, traffic class or DSCP.
+    let ib = prm::create_dct(&prm::DctArgs { roce: None, ..args });
+    let mut want_ib = want;
+    for b in [d + 28, d + 45, d + 47, d + 55] {
+        want_ib[b] = 0;
+    }
+    assert!(ib == want_ib, "{}", diff(&ib, &want_ib));
+}
+
+#[test]
+fn query_hca_cap_command_and_the_dct_bit() {
+    let got = prm::query_hca_cap_general();
+    assert_eq!(got, [0x01, 0x00, 0, 0, 0, 0, 0x00, 0x01, 0, 0, 0, 0, 0, 0, 0, 0]);
+    let mut out = [0u8; 4112];
+    assert!(!prm::hca_cap_dct(&out));
+    // capability at bit 0x80 (byte 16), dct at bit 0x21a of it: byte 16 +
+    // 0x43 = 83, bit 2 from the MSB.
+    out[83] = 0x20;
+    assert!(prm::hca_cap_dct(&out));
+    out[83] = 0xdf;
+    assert!(!prm::hca_cap_dct(&out), "only that bit");
+}
 
 #[test]
 fn field_offsets_are_mlx5_ifc_h() {
@@ -707,6 +911,78 @@ fn hw_loopback_write_atomic_read() {
     dst.read(0, &mut w);
     assert_eq!(&got[..8], &w, "READ brought the word back");
     assert_eq!(&got[8..], &pattern[8..], "READ brought the rest back");
+    assert!(sq.error().is_none(), "no error CQE: {:?}", sq.error());
+    eprintln!("queue state: {:?}", sq.state());
+}
+
+/// The DC transport on a real ConnectX, loopback: a DCT and a DCI on one
+/// port (every DevX command of docs/mlx5-provider.md §2a), the AV of the
+/// port itself, a WRITE and a fetch-and-add through the DCI posted by the
+/// device library's x86-64 build, as hw_loopback_write_atomic_read does on RC.
+#[test]
+#[ignore = "needs an mlx5 NIC with DC: RUST_GIN_HW_TEST=1 cargo test --test mlx5_provider -- --ignored"]
+fn hw_dc_loopback_write_atomic() {
+    use rccl_rust_gin::abi::{rust_gin_mlx5_request, RUST_GIN_MLX5_DC_TARGET_STRIDE, RUST_GIN_REQ_SIGNALED};
+    use rccl_rust_gin::mlx5::sq::{new_error_record, SendQueue};
+    use rccl_rust_gin::mlx5::wire::opcode;
+    use rccl_rust_gin::provider::mlx5::MemoryMode;
+    use rccl_rust_gin::provider::Nic;
+
+    assert_eq!(
+        std::env::var("RUST_GIN_HW_TEST").as_deref(),
+        Ok("1"),
+        "this test drives a real ConnectX NIC: set RUST_GIN_HW_TEST=1 on a node that has one"
+    );
+    let config = Config::from_env().expect("RCCL_RUST_GIN_* knobs");
+    let p = Mlx5Provider::probe(&config).expect("probe");
+    let nic = p.open_mode(0, MemoryMode::Host).expect("open in host mode");
+    let key = 0x5eed_0000_0000_d00d_u64;
+    let dct = nic.create_dct(key).expect("DevX CREATE_CQ, CREATE_RMP, CREATE_DCT");
+    let dci = nic.create_dci(6, 0, false).expect("DevX CREATE_QP (DCI) through RTS");
+    let av = nic.dc_address(&nic.address()).expect("the port's own AV").with_dc_addr(dct.dctn(), key);
+    eprintln!("DCT {:#x}, DCI {:#x}, AV {:02x?}", dct.dctn(), dci.qpn(), av.encode());
+
+    let alloc = nic.allocator();
+    let table = alloc.alloc(RUST_GIN_MLX5_DC_TARGET_STRIDE as usize, 64, Object::Peers).unwrap();
+    table.write(0, &av.encode());
+    let src = alloc.alloc(4096, 4096, Object::WindowData).unwrap();
+    let dst = alloc.alloc(4096, 4096, Object::WindowData).unwrap();
+    let pattern: Vec<u8> = (0..4096u32).map(|i| (i * 5 + 1) as u8).collect();
+    src.write(0, &pattern);
+    // SAFETY: both buffers outlive the regions (dropped at the end of the test, after them).
+    let (ms, md) = unsafe {
+        (
+            nic.reg_mr(src.dev_addr(), 4096, Access::all()).expect("reg src"),
+            nic.reg_mr(dst.dev_addr(), 4096, Access::all()).expect("reg dst"),
+        )
+    };
+    let err = new_error_record(alloc.as_ref()).unwrap();
+    let mut desc = dci.descriptor(0, err.dev_addr(), 5_000_000_000).mlx5().expect("mlx5");
+    desc.dc_targets = table.dev_addr();
+    let sq = SendQueue::new(alloc.as_ref(), &desc).unwrap();
+    let req = |op: u8, len: u32, operand0: u64| rust_gin_mlx5_request {
+        opcode: op,
+        flags: RUST_GIN_REQ_SIGNALED as u8,
+        length: len,
+        lkey: ms.lkey(),
+        rkey: md.rkey(),
+        laddr: src.dev_addr(),
+        raddr: dst.dev_addr(),
+        operand0,
+        dc_target: 0,
+        ..Default::default()
+    };
+    sq.post(&[req(opcode::RDMA_WRITE, 4096, 0)]).expect("post a DC WRITE");
+    sq.quiet().expect("the DC WRITE completes");
+    let mut got = vec![0u8; 4096];
+    dst.read(0, &mut got);
+    assert_eq!(got, pattern, "the WRITE landed through the DCT");
+    dst.write(0, &10u64.to_ne_bytes());
+    sq.post(&[req(opcode::ATOMIC_FA, 8, 5)]).expect("post a DC fetch-and-add");
+    sq.quiet().expect("the DC fetch-and-add completes");
+    let mut w = [0u8; 8];
+    dst.read(0, &mut w);
+    assert_eq!(u64::from_ne_bytes(w), 15, "fetch-and-add through the DCT");
     assert!(sq.error().is_none(), "no error CQE: {:?}", sq.error());
     eprintln!("queue state: {:?}", sq.state());
 }

@@ -15,6 +15,8 @@
 mod mlx5_standin;
 
 use mlx5_standin::{bits, Setup, StandIn, EQN, GPU_IO_OFFSET, PDN};
+use rccl_rust_gin::mlx5::wire::DatagramSeg;
+use rccl_rust_gin::provider::mlx5::addr::{GidType, LinkLayer, Mlx5Address};
 use rccl_rust_gin::abi::rust_gin_mlx5_sq;
 use rccl_rust_gin::config::Config;
 use rccl_rust_gin::error::{Error, Result};
@@ -615,4 +617,337 @@ fn qps_share_uar_pages_as_configured_and_free_them_with_their_last_qp() {
         }
         assert_clean(&s, &format!("{per_page} QPs per page"));
     }
+}
+
+// --- The DC transport: DCIs, a DCT, the address vector ---------------------------
+//
+// Expected fields are literal bit offsets from the kernel's
+// include/linux/mlx5/mlx5_ifc.h (dctc, create_dct_in, rmpc, wq,
+// create_rmp_in; gregkh/linux aeeea0293f79), qpc as rocSHMEM vendors it
+// (st, log_num_dci_stream_channels) and rdma-core's mlx5_ifc.h
+// (query_hca_cap, cmd_hca_cap.dct), as cited in host/provider/mlx5/prm.rs.
+
+/// What a DC run leaves to check.
+struct DcRun {
+    dcis: Vec<(u32, rust_gin_mlx5_sq)>,
+    dctn: u32,
+    av: DatagramSeg,
+}
+
+const DC_KEY: u64 = 0x0123_4567_89ab_cdef;
+
+/// A peer of the stand-in's port: the next IPv4 address (RoCE v2) or LID 9
+/// (InfiniBand, same subnet).
+fn peer_of(setup: &Setup) -> Mlx5Address {
+    let roce = setup.link_layer == 2;
+    let mut gid = setup.gids.last().expect("a GID").0;
+    gid[15] = gid[15].wrapping_add(1);
+    Mlx5Address {
+        link_layer: if roce { LinkLayer::Ethernet } else { LinkLayer::Infiniband },
+        port: 1,
+        mtu: 5,
+        gid_index: 3,
+        gid_type: if roce { GidType::RoceV2 } else { GidType::Ib },
+        lid: 9,
+        gid,
+    }
+}
+
+/// probe, open, what a context set on DC makes on one NIC (its DCT, then
+/// two DCIs of 64 WQEs), the address of a peer; then everything dropped.
+fn run_dc(s: &StandIn, setup: &Setup, mode: MemoryMode) -> Result<DcRun> {
+    let p = Mlx5Provider::probe_on(s.platform(), &Config::default())?;
+    let nic = p.open_mode(0, mode)?;
+    let dct = nic.create_dct(DC_KEY)?;
+    let a = nic.create_dci(6, 3, false)?;
+    let b = nic.create_dci(6, 3, false)?;
+    let av = nic.dc_address(&peer_of(setup).encode())?;
+    Ok(DcRun {
+        dcis: vec![(a.qpn(), a.descriptor(7, 0x1000, 99).mlx5().expect("mlx5")), (b.qpn(), b.descriptor(7, 0x1000, 99).mlx5().expect("mlx5"))],
+        dctn: dct.dctn(),
+        av,
+    })
+}
+
+#[test]
+fn dc_on_roce_sends_the_right_commands_and_tears_down_in_reverse() {
+    let setup = Setup::roce();
+    let s = StandIn::new(setup.clone());
+    let run = run_dc(&s, &setup, MemoryMode::Gpu).expect("the DC control path over the stand-in");
+    assert_clean(&s, "after the DC run");
+
+    // The capability is asked once, before the first DC object.
+    let caps = commands(&s, "mlx5dv_devx_general_cmd(QUERY_HCA_CAP)");
+    assert_eq!(caps.len(), 1, "QUERY_HCA_CAP once per NIC");
+    assert_eq!((caps[0].len(), bits(&caps[0], 0, 16), bits(&caps[0], 0x30, 16)), (16, 0x100, 1), "general, current");
+
+    // The call sequence: the DCT (its CQ, RMP, DCT), then per DCI its CQ,
+    // QP (st = DCI) and three transitions; destroys in exact reverse.
+    let order: Vec<String> = s
+        .log()
+        .iter()
+        .filter(|c| c.name.starts_with("mlx5dv_devx_obj") || c.name.starts_with("mlx5dv_devx_general"))
+        .map(|c| match c.handle {
+            Some(h) if c.step.is_none() => format!("destroy {}", s.kind_of(h)),
+            _ => c.name.trim_start_matches("mlx5dv_devx_").to_string(),
+        })
+        .collect();
+    let want = [
+        "general_cmd(QUERY_HCA_CAP)",
+        "obj_create(CREATE_CQ)",
+        "obj_create(CREATE_RMP)",
+        "obj_create(CREATE_DCT)",
+        "obj_create(CREATE_CQ)",
+        "obj_create(CREATE_QP DCI)",
+        "obj_modify(RST2INIT)",
+        "obj_modify(INIT2RTR)",
+        "obj_modify(RTR2RTS)",
+        "obj_create(CREATE_CQ)",
+        "obj_create(CREATE_QP DCI)",
+        "obj_modify(RST2INIT)",
+        "obj_modify(INIT2RTR)",
+        "obj_modify(RTR2RTS)",
+        "destroy qp",
+        "destroy cq",
+        "destroy qp",
+        "destroy cq",
+        "destroy dct",
+        "destroy rmp",
+        "destroy cq",
+    ];
+    assert_eq!(order, want);
+
+    let umems = s.umems();
+    let cqs = commands(&s, "mlx5dv_devx_obj_create(CREATE_CQ)");
+    // The DCT's pieces: umems 0..3 (receive ring, CQ ring, records).
+    let (rq_id, _, rq_len) = umems[0];
+    let (dcq_id, _, _) = umems[1];
+    let (ddbr_id, _, _) = umems[2];
+    assert_eq!(bits(&cqs[0], 0x2c0, 32), u64::from(dcq_id), "the DCT's CQ in its own umem");
+    let rmp = &commands(&s, "mlx5dv_devx_obj_create(CREATE_RMP)")[0];
+    let (r, w) = (0x100, 0x100 + 0x180); // rmpc, rmpc.wq
+    assert_eq!(rmp.len(), 0x880 / 8);
+    assert_eq!(bits(rmp, 0, 16), 0x90c, "CREATE_RMP");
+    assert_eq!(bits(rmp, r + 0x08, 4), 1, "rmpc.state = RDY");
+    assert_eq!(bits(rmp, w, 4), 1, "wq.wq_type = cyclic");
+    assert_eq!(bits(rmp, w + 0x48, 24), u64::from(PDN), "wq.pd");
+    assert_eq!(bits(rmp, w + 0x80, 64), 0, "wq.dbr_addr: the record at byte 0");
+    assert_eq!(bits(rmp, w + 0x10c, 4), 4, "wq.log_wq_stride: 16-byte receive WQEs");
+    assert_eq!(16usize << bits(rmp, w + 0x11b, 5), rq_len, "wq.log_wq_sz fills the ring umem");
+    assert_eq!((bits(rmp, w + 0x120, 1), bits(rmp, w + 0x121, 1)), (1, 1), "dbr_umem_valid, wq_umem_valid");
+    assert_eq!(bits(rmp, w + 0x140, 32), u64::from(ddbr_id), "wq.dbr_umem_id");
+    assert_eq!(bits(rmp, w + 0x160, 32), u64::from(rq_id), "wq.wq_umem_id");
+    assert_eq!(bits(rmp, w + 0x180, 64), 0, "wq.wq_umem_offset");
+    let rmpn = s.num_of("rmp");
+    let dcqn = s.nums_of("cq")[0];
+
+    let dct = &commands(&s, "mlx5dv_devx_obj_create(CREATE_DCT)")[0];
+    let d = 0x80; // create_dct_in.dct_context_entry
+    assert_eq!(dct.len(), 0x400 / 8);
+    assert_eq!(bits(dct, 0, 16), 0x710, "CREATE_DCT");
+    assert_eq!(bits(dct, d + 0x04, 4), 0, "dctc.state");
+    assert_eq!(bits(dct, d + 0x28, 24), 0, "dctc.user_index");
+    assert_eq!(bits(dct, d + 0x48, 24), u64::from(dcqn), "dctc.cqn: the DCT's CQ");
+    assert_eq!(bits(dct, d + 0x68, 4), 1, "dctc.atomic_mode = IB spec, as the RC QP's");
+    assert_eq!(bits(dct, d + 0x6c, 3), 0b111, "dctc.rre, rwe, rae");
+    assert_eq!(bits(dct, d + 0x88, 8), 0, "dctc.cs_res: no scatter to CQE");
+    assert_eq!(bits(dct, d + 0x93, 5), 12, "dctc.min_rnr_nak");
+    assert_eq!(bits(dct, d + 0xa8, 24), u64::from(rmpn), "dctc.srqn_xrqn: the RMP");
+    assert_eq!(bits(dct, d + 0xc8, 24), u64::from(PDN), "dctc.pd");
+    assert_eq!(bits(dct, d + 0xe0, 8), 0, "dctc.tclass");
+    assert_eq!(bits(dct, d + 0x100, 64), DC_KEY, "dctc.dc_access_key");
+    assert_eq!(bits(dct, d + 0x145, 3), 5, "dctc.mtu: the port's active MTU");
+    assert_eq!(bits(dct, d + 0x148, 8), 1, "dctc.port");
+    assert_eq!(bits(dct, d + 0x150, 16), 0, "dctc.pkey_index");
+    assert_eq!(bits(dct, d + 0x168, 8), 1, "dctc.my_addr_index: the RoCE v2 GID");
+    assert_eq!(bits(dct, d + 0x178, 8), 255, "dctc.hop_limit");
+    assert_eq!(bits(dct, d + 0x1ba, 6), 0, "dctc.dscp");
+    assert_eq!(u64::from(run.dctn), s.num_of("dct"), "the DCT number is create_dct_out.dctn");
+    assert!(dct[(d + 0x200) / 8..].iter().all(|&b| b == 0), "nothing after the dctc");
+
+    // The DCIs: CREATE_QP with st = DCI, one stream channel, a send ring
+    // of 2 WQEBBs per WQE; transitions without a remote.
+    let qps = commands(&s, "mlx5dv_devx_obj_create(CREATE_QP DCI)");
+    let rst = commands(&s, "mlx5dv_devx_obj_modify(RST2INIT)");
+    let rtr = commands(&s, "mlx5dv_devx_obj_modify(INIT2RTR)");
+    let rts = commands(&s, "mlx5dv_devx_obj_modify(RTR2RTS)");
+    let (q, p) = (0xc0, 0xc0 + 0xc0);
+    for (k, (qpn, desc)) in run.dcis.iter().enumerate() {
+        let (sq_id, _, sq_len) = umems[3 + 3 * k];
+        let qp = &qps[k];
+        assert_eq!(bits(qp, q + 0x08, 8), 5, "qpc.st = DCI");
+        assert_eq!(bits(qp, q + 0x3e3, 5), 0, "qpc.log_num_dci_stream_channels: no DCI streams");
+        assert_eq!(bits(qp, q + 0x13, 2), 3, "qpc.pm_state = migrated");
+        assert_eq!(bits(qp, q + 0x28, 24), u64::from(PDN), "qpc.pd");
+        assert_eq!(64usize << bits(qp, q + 0x51, 4), sq_len, "qpc.log_sq_size matches the send ring");
+        assert_eq!(sq_len, 64 * 64 * 2, "64 WQEs of two WQEBBs");
+        assert_eq!(bits(qp, q + 0x565, 3), 3, "qpc.rq_type: no receive queue");
+        assert_eq!(bits(qp, 0x840, 32), u64::from(sq_id), "wq_umem_id");
+        assert_eq!(bits(qp, q + 0x3e8, 24), u64::from(desc.cqn), "qpc.cqn_snd");
+        assert_eq!(u64::from(*qpn), bits(&rst[k], 0x48, 24), "RST2INIT names the DCI");
+        assert_eq!(bits(&rst[k], q + 0x490, 3), 0, "a DCI answers nothing: no rre, rwe, rae");
+        assert_eq!(bits(&rst[k], q + 0x48c, 4), 0, "nor an atomic mode");
+        assert_eq!(bits(&rst[k], p + 0x128, 8), 1, "vhca_port_num");
+        assert_eq!(bits(&rtr[k], q + 0x40, 3), 5, "INIT2RTR: mtu");
+        assert_eq!(bits(&rtr[k], q + 0x43, 5), 30, "log_msg_max");
+        assert_eq!(bits(&rtr[k], q + 0xa8, 24), 0, "no remote_qpn");
+        assert!(rtr[k][(p + 0x80) / 8..(p + 0x100) / 8].iter().all(|&b| b == 0), "no rgid: every WQE has its AV");
+        assert_eq!(bits(&rtr[k], p + 0x128, 8), 1, "vhca_port_num");
+        assert_eq!(bits(&rts[k], q + 0x38d, 3), 7, "RTR2RTS: retry_count");
+        assert_eq!(bits(&rts[k], q + 0x390, 3), 7, "rnr_retry");
+        assert_eq!(bits(&rts[k], q + 0x388, 3), 4, "log_sra_max");
+        assert_eq!(bits(&rts[k], p + 0x40, 5), 20, "ack_timeout");
+        assert_eq!((desc.wqe_shift, desc.log_wqe_cnt, desc.peer), (1, 6, 7), "two WQEBBs per WQE, 64 WQEs");
+    }
+    for f in s.qps() {
+        panic!("QP {:#x} left in {}", f.qpn, f.state);
+    }
+}
+
+#[test]
+fn a_dci_descriptor_is_what_the_emulated_provider_gives_its_dcis() {
+    let setup = Setup::roce();
+    let s = StandIn::new(setup.clone());
+    let r = run_dc(&s, &setup, MemoryMode::Gpu).expect("the DC control path");
+    let emu = rccl_rust_gin::provider::emu::EmuProvider::new(&Config::default()).expect("emulated provider");
+    let enic = emu.open(0).expect("an emulated NIC");
+    let edci = enic.create_dci(6, 3, false).expect("an emulated DCI");
+    let e = edci.descriptor(7, 0x1000, 99).mlx5().expect("mlx5");
+    let m = r.dcis[0].1;
+    // Everything but the addresses and numbers each NIC hands out.
+    let shape = |d: &rust_gin_mlx5_sq| {
+        (
+            d.wqe_shift,
+            d.log_wqe_cnt,
+            d.log_cq_cnt,
+            d.log_signal_period,
+            d.peer,
+            d.error,
+            d.timeout_ns,
+            d.dc_targets,
+            d.flush_addr,
+            d.counter_log,
+            d.cq_dbrec - d.dbrec,
+        )
+    };
+    assert_eq!(shape(&m), shape(&e), "mlx5 DCI vs emulated DCI");
+    assert_eq!(m.wqe_shift, rccl_rust_gin::mlx5::queue::DC_WQE_SHIFT);
+}
+
+#[test]
+fn the_dc_address_vector_is_mlx5_create_ahs() {
+    // RoCE v2: the AV rdma-core's mlx5_create_ah writes (providers/mlx5/
+    // verbs.c): sl 0, the GID index at bits 20..27 of grh_gid_fl with the
+    // flow label, GRH bit 30 clear, hop limit, rgid, the resolved MAC, and
+    // the UDP source port in rlid (mlx5_ah_set_udp_sport).
+    let setup = Setup::roce();
+    let s = StandIn::new(setup.clone());
+    let r = run_dc(&s, &setup, MemoryMode::Gpu).expect("RoCE");
+    let peer = peer_of(&setup);
+    let low = |g: &[u8; 16]| u32::from_be_bytes([g[12], g[13], g[14], g[15]]);
+    let fl = {
+        let v = u64::from(low(&setup.gids[1].0)) * u64::from(low(&peer.gid));
+        let v = v ^ (v >> 20);
+        let v = v ^ (v >> 40);
+        (v & 0xfffff) as u32
+    };
+    let sport = (((fl & 0x3fff) ^ ((fl & 0xfc000) >> 14)) | 0xc000) as u16;
+    // struct mlx5_wqe_av (mlx5dv.h): dc_key 0..8, dqp_dct 8..12,
+    // stat_rate_sl 12, fl_mlid 13, rlid 14..16, rmac 20..26, tclass 26,
+    // hop_limit 27, grh_gid_fl 28..32, rgid 32..48.
+    let b = r.av.with_dc_addr(0x3456, DC_KEY).encode();
+    assert_eq!(&b[0..8], &DC_KEY.to_be_bytes(), "dc_key");
+    assert_eq!(&b[8..12], &(0x8000_0000u32 | 0x3456).to_be_bytes(), "MLX5_EXTENDED_UD_AV | dct number");
+    assert_eq!((b[12], b[13]), (0, 0), "stat_rate_sl, fl_mlid");
+    assert_eq!(&b[14..16], &sport.to_be_bytes(), "rlid: the RoCE v2 UDP source port");
+    assert_eq!(&b[20..26], &setup.rmac, "rmac: what the AH resolved");
+    assert_eq!((b[26], b[27]), (0, 255), "tclass, hop_limit");
+    assert_eq!(&b[28..32], &((1u32 << 20) | fl).to_be_bytes(), "grh_gid_fl: sgid index 1, the flow label");
+    assert_eq!(&b[32..48], &peer.gid, "rgid");
+    assert_eq!(s.calls("ibv_create_ah").len(), 1, "one AH for the MAC");
+
+    // InfiniBand within one subnet: the peer's LID, nothing global.
+    let setup = Setup::infiniband();
+    let s = StandIn::new(setup.clone());
+    let r = run_dc(&s, &setup, MemoryMode::Host).expect("InfiniBand");
+    let b = r.av.encode();
+    assert_eq!(&b[14..16], &9u16.to_be_bytes(), "rlid: the peer's LID");
+    assert!(b[12..14].iter().chain(&b[16..48]).all(|&x| x == 0), "no GRH, no MAC: {b:?}");
+    assert!(s.calls("ibv_create_ah").is_empty());
+}
+
+#[test]
+fn a_device_without_dc_is_refused_naming_the_capability() {
+    let s = StandIn::new(Setup { dct: false, ..Setup::roce() });
+    let p = Mlx5Provider::probe_on(s.platform(), &Config::default()).unwrap();
+    let nic = p.open_mode(0, MemoryMode::Gpu).unwrap();
+    for e in [nic.create_dct(1).err().expect("no DCT"), nic.create_dci(6, 0, false).err().expect("no DCI")] {
+        assert_eq!(e.code(), rccl_rust_gin::ffi::nccl::NCCL_INVALID_USAGE);
+        for w in ["mlx5_0", "`dct` is 0", "RCCL_RUST_GIN_TRANSPORT=rc"] {
+            assert!(e.message().contains(w), "{w}: {e}");
+        }
+    }
+    assert_eq!(s.calls("mlx5dv_devx_general_cmd(QUERY_HCA_CAP)").len(), 1, "the answer is kept");
+    assert!(s.calls("mlx5dv_devx_obj_create(CREATE_DCT)").is_empty());
+    drop(nic);
+    assert_clean(&s, "after the refusal");
+}
+
+/// What injecting a failure at a step of [`run_dc`] must say (the steps
+/// RC shares with it as [`expected`]).
+fn expected_dc(name: &str, mode: MemoryMode, roce: bool) -> Option<&'static [&'static str]> {
+    Some(match name {
+        "mlx5dv_devx_general_cmd(QUERY_HCA_CAP)" => &["mlx5_0", "DevX QUERY_HCA_CAP", "0x5eed0bad"],
+        "mlx5dv_devx_obj_create(CREATE_CQ)" => &["mlx5_0", "DevX CREATE_CQ (DC ", "firmware status 0x5", "0x5eed0bad"],
+        "mlx5dv_devx_obj_create(CREATE_RMP)" => &["mlx5_0", "DevX CREATE_RMP (the DC target's SRQ) failed", "0x5eed0bad"],
+        "mlx5dv_devx_obj_create(CREATE_DCT)" => &["mlx5_0", "DevX CREATE_DCT failed", "0x5eed0bad"],
+        "mlx5dv_devx_obj_create(CREATE_QP DCI)" => &["mlx5_0", "DevX CREATE_QP (DC initiator) failed", "0x5eed0bad"],
+        "mlx5dv_devx_obj_modify(RST2INIT)" => &["mlx5_0", "DevX RST2INIT of DC initiator", "0x5eed0bad"],
+        "mlx5dv_devx_obj_modify(INIT2RTR)" => &["mlx5_0", "DevX INIT2RTR of DC initiator", "0x5eed0bad"],
+        "mlx5dv_devx_obj_modify(RTR2RTS)" => &["mlx5_0", "DevX RTR2RTS of DC initiator", "0x5eed0bad"],
+        "hipHostMalloc" => &["mlx5_0", "memory (stand-in GPU memory)", "Input/output error"],
+        other => return expected(other, mode, roce),
+    })
+}
+
+fn inject_everywhere_dc(setup: fn() -> Setup, mode: MemoryMode) {
+    let clean = StandIn::new(setup());
+    run_dc(&clean, &setup(), mode).expect("the DC run without failures");
+    let steps = clean.steps();
+    let mut fatal = 0;
+    for n in 0..steps {
+        let s = StandIn::new(setup()).fail_at(n);
+        let out = run_dc(&s, &setup(), mode);
+        let failed = s.log().into_iter().find(|c| c.failed).expect("the step was reached");
+        let what = format!("DC step {n} ({} {})", failed.name, failed.detail);
+        if failed.name == "ibv_query_gid" && setup().link_layer == 2 {
+            // Recovered; with the RoCE v1 GID (when the v2 one could not be
+            // read) the RoCE v2 peer is refused, saying why.
+            if let Err(e) = out {
+                assert!(e.message().contains("RoCE version mismatch"), "{what}: {e}");
+            }
+            assert_clean(&s, &what);
+            continue;
+        }
+        match (expected_dc(&failed.name, mode, setup().link_layer == 2), out) {
+            (Some(words), Err(e)) => {
+                fatal += 1;
+                assert_eq!(e.code(), NCCL_SYSTEM_ERROR, "{what}: {e}");
+                for w in words {
+                    assert!(e.message().contains(w), "{what}: the error names {w:?}: {}", e.message());
+                }
+            }
+            (Some(_), Ok(_)) => panic!("{what}: a failure went unreported"),
+            (None, Err(e)) => panic!("{what}: should have been recovered from, got {e}"),
+            (None, Ok(_)) => {}
+        }
+        assert_clean(&s, &what);
+    }
+    assert!(fatal > 20, "{fatal} fatal steps of {steps}");
+}
+
+#[test]
+fn a_failure_at_any_step_of_a_dc_set_is_named_and_leaks_nothing() {
+    inject_everywhere_dc(Setup::roce, MemoryMode::Gpu);
+    inject_everywhere_dc(Setup::infiniband, MemoryMode::Host);
 }

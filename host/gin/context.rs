@@ -129,6 +129,8 @@ pub struct GinContext {
     _dcis: Option<GpuBuf>,
     /// DC: this rank's DC target per rail.
     _dcts: Vec<Box<dyn DcTarget>>,
+    /// DC: initiators per context (0 on RC); `qps` holds them context by context.
+    n_dci: u32,
     error: GpuBuf,
     signals: GpuBuf,
     _offsets: GpuBuf,
@@ -468,6 +470,7 @@ impl GinContext {
             _peers: peers_buf,
             _dcis: dcis_buf,
             _dcts: dcts,
+            n_dci,
             error,
             signals,
             _offsets: offsets,
@@ -510,9 +513,35 @@ impl GinContext {
     /// been reported before.
     pub fn last_error(&self) -> Option<(DeviceError, bool)> {
         let rec: rust_gin_error = self.error.read_pod(0);
-        let e = DeviceError::from_record(&rec)?.on_family(self.family);
+        let mut e = DeviceError::from_record(&rec)?.on_family(self.family);
+        if self.n_dci > 0 {
+            e.peer = self.dc_peer_of(&e);
+        }
         let newly = self.reported.swap(e.count, Ordering::AcqRel) != e.count;
         Some((e, newly))
+    }
+
+    /// The rank an error on a DC initiator concerns: the rank whose WQE
+    /// failed, read back from the DCI's ring (session::dc::peer_of_failed_wqe),
+    /// or crate::device::PEER_UNKNOWN when the record cannot say (a timeout
+    /// on a DCI, which waits for a ticket, not for a peer). Records of other
+    /// queues keep their peer.
+    fn dc_peer_of(&self, e: &DeviceError) -> u32 {
+        use crate::abi::{RUST_GIN_ERR_CQE, RUST_GIN_ERR_TIMEOUT};
+        if e.code != RUST_GIN_ERR_CQE && e.code != RUST_GIN_ERR_TIMEOUT {
+            return e.peer;
+        }
+        let Some(k) = self.qps.iter().position(|q| q.qpn() == e.qpn) else { return e.peer };
+        if e.code != RUST_GIN_ERR_CQE {
+            return crate::device::PEER_UNKNOWN;
+        }
+        let nranks = self.coll.nranks as usize;
+        let c = k / self.n_dci as usize;
+        let size = std::mem::size_of::<rust_gin_dc_peer>();
+        let table: Vec<[u8; 48]> =
+            (0..nranks).map(|p| self._peers.read_pod::<rust_gin_dc_peer>(size * (c * nranks + p)).av).collect();
+        crate::session::dc::peer_of_failed_wqe(self.qps[k].as_ref(), e.wqe_index, &table)
+            .unwrap_or(crate::device::PEER_UNKNOWN)
     }
 
     /// Local signal and counter values (host view; tests and diagnostics).

@@ -233,6 +233,9 @@ impl QueuePair for EmuQueuePair {
     fn log_slots(&self) -> u32 {
         self.0.mem.log_wqe_cnt
     }
+    fn mlx5_memory(&self) -> Option<&QueueMem> {
+        Some(&self.0.mem)
+    }
 }
 
 /// A bnxt_re or ionic queue pair on an emulated NIC presenting that family.

@@ -130,6 +130,11 @@ pub trait QueuePair: Send + Sync {
     /// log2 of the ring's slots: WQEBBs (mlx5), WQEs (bnxt_re, ionic); the
     /// counter log has one entry per slot.
     fn log_slots(&self) -> u32;
+    /// An mlx5 queue's memory (its ring read back for error reports); None
+    /// for the other families.
+    fn mlx5_memory(&self) -> Option<&crate::mlx5::queue::QueueMem> {
+        None
+    }
 }
 
 /// What a NIC holds, counted by the provider (gin-scale): objects, and the

@@ -115,3 +115,31 @@ impl DcMesh {
         Ok(av.with_dc_addr(t.dctn, t.key).encode())
     }
 }
+
+/// The rank whose WQE failed on a DC initiator: a DCI serves many peers, so
+/// the error record's `peer` (the descriptor's) cannot name it. The failed
+/// WQE is still in the DCI's ring: it never completes, so the ring cannot
+/// wrap over it, and later posts to the failed queue are refused. Its
+/// datagram segment (bytes 16..64 of the WQE: ctrl, then the 48-byte
+/// `mlx5_wqe_datagram_seg`) is the copy of one rank's entry of the
+/// context's `rust_gin_dc_peer` table the device made (mlx5/wqe.h
+/// emit_queue_wqe), which carries that rank's DCT number and its random DC
+/// key: the entry equal to it names the rank.
+///
+/// `wqe_index` is the error CQE's `wqe_counter` (a WQEBB index, 16 bits); a
+/// DC WQE starts at an even WQEBB (docs/architecture.md, "WQE size and
+/// credit"). `table[p]` is rank p's 48-byte datagram segment in the
+/// context of this DCI (zero for a rank not connected). None: a WQE without
+/// an address (a NOP or DUMP goes nowhere), or no entry matches.
+pub fn peer_of_failed_wqe(dci: &dyn QueuePair, wqe_index: u32, table: &[[u8; 48]]) -> Option<u32> {
+    use crate::mlx5::wire::{DATAGRAM_SEG_SIZE, SEND_WQE_BB};
+    let mem = dci.mlx5_memory()?;
+    let wqebbs = 1usize << mem.log_wqe_cnt;
+    let first = (wqe_index as usize & (wqebbs - 1)) & !1;
+    let mut seg = [0u8; DATAGRAM_SEG_SIZE];
+    mem.sq.try_read(first * SEND_WQE_BB + 16, &mut seg).ok()?;
+    if !DatagramSeg::parse(&seg).ext {
+        return None;
+    }
+    table.iter().position(|t| *t == seg).map(|p| p as u32)
+}

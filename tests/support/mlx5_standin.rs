@@ -88,6 +88,8 @@ pub struct Setup {
     pub atomic_cap: u32,
     /// The GPU's PCI bus id and the configuration space sysfs shows for it.
     pub gpu_pci: Option<(String, Vec<u8>)>,
+    /// QUERY_HCA_CAP's general `dct` bit (DC transport).
+    pub dct: bool,
 }
 
 impl Setup {
@@ -112,6 +114,7 @@ impl Setup {
             max_msg_sz: 1 << 31,
             atomic_cap: 1,
             gpu_pci: None,
+            dct: true,
         }
     }
 
@@ -238,6 +241,24 @@ impl StandIn {
     /// The CPU doorbell register of the UAR page with `page_id`.
     pub fn doorbell_addr(&self, page_id: u32) -> Option<usize> {
         self.st().uar_pages.iter().find(|p| p.page_id == page_id).map(|p| p.base() + UAR_REG_OFFSET)
+    }
+    /// The kind of the object with handle `h` (live or destroyed).
+    pub fn kind_of(&self, h: usize) -> &'static str {
+        self.st().objs.get(&h).map(|o| o.0).unwrap_or("?")
+    }
+    /// The numbers (cqn, qpn, dctn, rmpn) of the DevX objects of `kind`, in
+    /// creation order.
+    pub fn nums_of(&self, kind: &str) -> Vec<u32> {
+        let s = self.st();
+        let mut v: Vec<(usize, u32)> = s.objs.iter().filter(|(_, o)| o.0 == kind).map(|(h, o)| (*h, o.1)).collect();
+        v.sort();
+        v.into_iter().map(|x| x.1).collect()
+    }
+    /// The number of the one DevX object of `kind`.
+    pub fn num_of(&self, kind: &str) -> u64 {
+        let v = self.nums_of(kind);
+        assert_eq!(v.len(), 1, "one {kind}");
+        v[0].into()
     }
     /// The calls named `name`.
     pub fn calls(&self, name: &str) -> Vec<Call> {
@@ -492,7 +513,10 @@ impl Platform for StandIn {
         // The opcode is the first 16 bits of every command.
         let (name, kind) = match bits(input, 0, 16) {
             0x400 => ("mlx5dv_devx_obj_create(CREATE_CQ)", "cq"),
+            0x500 if bits(input, 0xc0 + 0x08, 8) == 0x5 => ("mlx5dv_devx_obj_create(CREATE_QP DCI)", "qp"),
             0x500 => ("mlx5dv_devx_obj_create(CREATE_QP)", "qp"),
+            0x710 => ("mlx5dv_devx_obj_create(CREATE_DCT)", "dct"),
+            0x90c => ("mlx5dv_devx_obj_create(CREATE_RMP)", "rmp"),
             op => panic!("the stand-in knows no DevX create opcode {op:#x}"),
         };
         let r = self.step(name, format!("{} bytes", input.len()));
@@ -502,8 +526,14 @@ impl Platform for StandIn {
             return Err(e);
         }
         let h = self.make(kind);
-        // The object number goes to bits 0x48..0x60 of the output (cqn, qpn).
-        let num = if kind == "cq" { 0x80 } else { 0x1000 } + self.new_id();
+        // The object number goes to bits 0x48..0x60 of the output (cqn, qpn,
+        // dctn, rmpn).
+        let num = match kind {
+            "cq" => 0x80,
+            "dct" => 0x3000,
+            "rmp" => 0x2000,
+            _ => 0x1000,
+        } + self.new_id();
         out.fill(0);
         out[9..12].copy_from_slice(&num.to_be_bytes()[1..]);
         let mut s = self.st();
@@ -550,6 +580,25 @@ impl Platform for StandIn {
         let kind = self.st().objs.get(&obj.0).map(|o| o.0).unwrap_or("devx object");
         self.destroy("mlx5dv_devx_obj_destroy", obj, kind);
         self.st().qps.retain(|q| q.handle != obj.0);
+        Ok(())
+    }
+
+    fn devx_general_cmd(&self, _ctx: Handle, input: &[u8], out: &mut [u8]) -> io::Result<()> {
+        let (op, op_mod) = (bits(input, 0, 16), bits(input, 0x30, 16));
+        assert_eq!((op, op_mod), (0x100, 1), "the stand-in answers QUERY_HCA_CAP (general, current) only");
+        let r = self.step("mlx5dv_devx_general_cmd(QUERY_HCA_CAP)", format!("op_mod {op_mod}"));
+        self.st().log.last_mut().expect("just logged").input = input.to_vec();
+        if let Err(e) = r {
+            fail_output(out);
+            return Err(e);
+        }
+        out.fill(0);
+        // cmd_hca_cap.dct at bit 0x21a of the capability, which starts at
+        // bit 0x80 of the output (rdma-core mlx5_ifc.h).
+        let bit = 0x80 + 0x21a;
+        if self.setup.dct {
+            out[bit / 8] |= 0x80 >> (bit % 8);
+        }
         Ok(())
     }
 

@@ -17,6 +17,7 @@
 //! commands that verify it on an MI300X + ConnectX-7 node.
 
 pub mod addr;
+mod dc;
 mod device;
 mod devx;
 pub mod doorbell;
@@ -26,7 +27,7 @@ pub mod prm;
 mod qp;
 
 use super::caps::{self, Capabilities, Known};
-use super::{Access, MemoryRegion, Nic, NicAddress, NicInfo, Provider, QueuePair};
+use super::{Access, DcTarget, MemoryRegion, Nic, NicAddress, NicInfo, Provider, QueuePair};
 use crate::config::{Config, ProviderKind};
 use crate::error::{Error, Result};
 use crate::ffi::nccl::NCCL_PTR_DMABUF;
@@ -117,7 +118,7 @@ impl Mlx5Provider {
             info.pci_path,
             memory.allocator().describe()
         );
-        let nic = Mlx5Nic { ctx, memory, eqn, info };
+        let nic = Mlx5Nic { ctx, memory, eqn, info, dc_capable: Mutex::new(None), dc_avs: Mutex::default() };
         let caps = nic.capabilities();
         crate::info_line!(INIT, "capabilities of {caps}");
         if let Some(why) = caps.atomics_unusable() {
@@ -163,6 +164,30 @@ pub struct Mlx5Nic {
     memory: qp::Memory,
     eqn: u32,
     info: NicInfo,
+    /// The DC capability, asked once (QUERY_HCA_CAP) when DC is first used.
+    dc_capable: Mutex<Option<std::result::Result<(), Error>>>,
+    /// Address vectors by peer address: every context of a context set asks
+    /// for every peer's, and on RoCE each costs an address handle (a kernel
+    /// call resolving the MAC); kept for the NIC's life.
+    dc_avs: Mutex<std::collections::HashMap<NicAddress, crate::mlx5::wire::DatagramSeg>>,
+}
+
+impl Mlx5Nic {
+    /// Refuses DC on a device without it; asks the firmware once (a failed
+    /// query is asked again next time).
+    fn check_dc(&self) -> Result<()> {
+        let mut known = self.dc_capable.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(r) = known.as_ref() {
+            return r.clone();
+        }
+        match dc::check_dc_capable(&self.ctx) {
+            Err(e @ Error::System(_)) => Err(e),
+            r => {
+                *known = Some(r.clone());
+                r
+            }
+        }
+    }
 }
 
 impl Nic for Mlx5Nic {
@@ -184,6 +209,24 @@ impl Nic for Mlx5Nic {
     fn create_qp(&self, log_depth: u32, traffic_class: u8, rings_in_device_memory: bool) -> Result<Box<dyn QueuePair>> {
         let rings = if rings_in_device_memory { RingHome::Device } else { RingHome::Host };
         Ok(Box::new(qp::Mlx5Qp::create(&self.ctx, &self.memory, self.eqn, log_depth, traffic_class, rings)?))
+    }
+    fn create_dci(&self, log_depth: u32, traffic_class: u8, rings_in_device_memory: bool) -> Result<Box<dyn QueuePair>> {
+        self.check_dc()?;
+        let rings = if rings_in_device_memory { RingHome::Device } else { RingHome::Host };
+        Ok(Box::new(qp::Mlx5Qp::create_dci(&self.ctx, &self.memory, self.eqn, log_depth, traffic_class, rings)?))
+    }
+    fn create_dct(&self, key: u64) -> Result<Box<dyn DcTarget>> {
+        self.check_dc()?;
+        Ok(Box::new(dc::Mlx5Dct::create(&self.ctx, &self.memory, self.eqn, key)?))
+    }
+    fn dc_address(&self, remote: &NicAddress) -> Result<crate::mlx5::wire::DatagramSeg> {
+        let mut avs = self.dc_avs.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(av) = avs.get(remote) {
+            return Ok(*av);
+        }
+        let av = dc::dc_address(&self.ctx, &addr::Mlx5Address::decode(remote)?)?;
+        avs.insert(*remote, av);
+        Ok(av)
     }
     /// With a GPU: dma-buf first (exported by HIP, imported by the NIC
     /// driver, no out-of-tree peer-memory module needed), then peer-memory

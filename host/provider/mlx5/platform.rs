@@ -180,6 +180,9 @@ pub trait Platform: Send + Sync {
     fn devx_obj_create(&self, ctx: Handle, input: &[u8], out: &mut [u8]) -> io::Result<Handle>;
     fn devx_obj_modify(&self, obj: Handle, input: &[u8], out: &mut [u8]) -> io::Result<()>;
     fn devx_obj_destroy(&self, obj: Handle) -> io::Result<()>;
+    /// Sends a command that makes no object (QUERY_HCA_CAP);
+    /// `out` receives its output (also on failure).
+    fn devx_general_cmd(&self, ctx: Handle, input: &[u8], out: &mut [u8]) -> io::Result<()>;
     /// The GPU of the calling thread, for queue memory and doorbell mappings.
     fn open_gpu(&self) -> Result<Arc<dyn GpuAccess>>;
     /// Exports GPU memory `[addr, addr+len)` as a dma-buf.
@@ -505,6 +508,19 @@ impl Platform for RdmaCore {
     fn devx_obj_destroy(&self, obj: Handle) -> io::Result<()> {
         // SAFETY: an object devx_obj_create returned, destroyed once.
         rc_result(unsafe { mlx5dv::mlx5dv_devx_obj_destroy(ptr(obj)) })
+    }
+
+    fn devx_general_cmd(&self, ctx: Handle, input: &[u8], out: &mut [u8]) -> io::Result<()> {
+        // SAFETY: a live context; buffers of the lengths passed.
+        rc_result(unsafe {
+            mlx5dv::mlx5dv_devx_general_cmd(
+                ptr(ctx),
+                input.as_ptr() as *const c_void,
+                input.len(),
+                out.as_mut_ptr() as *mut c_void,
+                out.len(),
+            )
+        })
     }
 
     fn open_gpu(&self) -> Result<Arc<dyn GpuAccess>> {

@@ -21,6 +21,19 @@
 //!   32-bit `c_eqn_or_ext_element` at bit 0xa0 holds the EQ number (DOCA
 //!   names its low byte `c_eqn`).
 //!
+//! - The DC transport's layouts (`dctc`, `create_dct_in/out`, `rmpc`, `wq`,
+//!   `create_rmp_in/out`, qpc's `log_num_dci_stream_channels`, `st` = DCI)
+//!   and `cmd_hca_cap.dct`: the Linux kernel's
+//!   `include/linux/mlx5/mlx5_ifc.h` (gregkh/linux aeeea0293f79 for
+//!   create_dct_in/out, create_rmp_in, drain/destroy_dct_in; the same
+//!   `mlx5_ifc_dctc_bits`, `_rmpc_bits`, `_wq_bits` as the kernel header
+//!   copies the code index holds); qpc as rocSHMEM vendors it
+//!   (ROCm/rocm-systems d4c13191ef3a
+//!   `projects/rocshmem/src/gda/mlx5/mlx5_ifc_core.hpp`); `cmd_hca_cap`,
+//!   `query_hca_cap_in/out` and `create_dct_out` also in rdma-core's
+//!   `providers/mlx5/mlx5_ifc.h` (691953d8d502), whose `dctc` is a stub.
+//!   tests/mlx5_provider.rs checks each offset and each command's bytes.
+//!
 //! What is set in each command, and why, is in docs/mlx5-provider.md.
 
 /// A bit field of a PRM structure.
@@ -86,6 +99,12 @@ pub mod opcode {
     pub const RST2INIT_QP: u64 = 0x502;
     pub const INIT2RTR_QP: u64 = 0x503;
     pub const RTR2RTS_QP: u64 = 0x504;
+    pub const QUERY_HCA_CAP: u64 = 0x100;
+    pub const CREATE_DCT: u64 = 0x710;
+    /// Sent by the kernel, not by us: DevX's destroy of a DCT object drains
+    /// it first (mlx5_ib devx.c devx_obj_cleanup -> mlx5_core_destroy_dct).
+    pub const DRAIN_DCT: u64 = 0x712;
+    pub const CREATE_RMP: u64 = 0x90c;
 }
 
 /// The header every command output starts with (`mlx5_ifc_*_out_bits`).
@@ -138,8 +157,14 @@ pub mod qpc {
     pub const DBR_UMEM_VALID: Field = f(0x683, 0x01);
     pub const DBR_UMEM_ID: Field = f(0x720, 0x20);
 
+    /// One DCI stream channel is 2^0: DCI streams off, as rdma-core's
+    /// mlx5dv_create_qp(DCI) without MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS.
+    pub const LOG_NUM_DCI_STREAM_CHANNELS: Field = f(0x3e3, 0x05);
+
     /// `st`: reliable connected (MLX5_QPC_ST_RC).
     pub const ST_RC: u64 = 0x0;
+    /// `st`: DC initiator (MLX5_QPC_ST_DCI).
+    pub const ST_DCI: u64 = 0x5;
     /// `pm_state`: migrated (MLX5_QPC_PM_STATE_MIGRATED).
     pub const PM_STATE_MIGRATED: u64 = 0x3;
     /// `rq_type`: no receive queue (MLX5_QPC_RQ_TYPE_ZERO_SIZE_RQ).
@@ -200,6 +225,115 @@ pub mod cqc {
 
     /// `cqe_sz`: 64-byte CQEs (MLX5_CQC_CQE_SZ_64_BYTES).
     pub const CQE_SZ_64: u64 = 0x0;
+}
+
+/// DC target context, `struct mlx5_ifc_dctc_bits` (0x200 bits; Linux).
+pub mod dctc {
+    use super::{f, Field};
+    pub const BITS: usize = 0x200;
+    pub const STATE: Field = f(0x004, 0x04);
+    pub const USER_INDEX: Field = f(0x028, 0x18);
+    pub const CQN: Field = f(0x048, 0x18);
+    pub const ATOMIC_MODE: Field = f(0x068, 0x04);
+    pub const RRE: Field = f(0x06c, 0x01);
+    pub const RWE: Field = f(0x06d, 0x01);
+    pub const RAE: Field = f(0x06e, 0x01);
+    pub const CS_RES: Field = f(0x088, 0x08);
+    pub const MIN_RNR_NAK: Field = f(0x093, 0x05);
+    pub const SRQN_XRQN: Field = f(0x0a8, 0x18);
+    pub const PD: Field = f(0x0c8, 0x18);
+    pub const TCLASS: Field = f(0x0e0, 0x08);
+    pub const FLOW_LABEL: Field = f(0x0ec, 0x14);
+    pub const DC_ACCESS_KEY: Field = f(0x100, 0x40);
+    pub const MTU: Field = f(0x145, 0x03);
+    pub const PORT: Field = f(0x148, 0x08);
+    pub const PKEY_INDEX: Field = f(0x150, 0x10);
+    pub const MY_ADDR_INDEX: Field = f(0x168, 0x08);
+    pub const HOP_LIMIT: Field = f(0x178, 0x08);
+    /// Read by QUERY_DCT (a wrong DC key's count); never written.
+    pub const DC_ACCESS_KEY_VIOLATION_COUNT: Field = f(0x180, 0x20);
+    pub const ETH_PRIO: Field = f(0x1b5, 0x03);
+    pub const DSCP: Field = f(0x1ba, 0x06);
+}
+
+/// `struct mlx5_ifc_create_dct_in_bits` (0x400 bits; Linux).
+pub mod create_dct_in {
+    use super::{f, Field};
+    pub const BYTES: usize = 0x400 / 8;
+    pub const OPCODE: Field = f(0x000, 0x10);
+    /// Start of `dct_context_entry` (a `dctc`).
+    pub const DCT_CONTEXT: usize = 0x080;
+}
+
+/// `struct mlx5_ifc_create_dct_out_bits`.
+pub mod create_dct_out {
+    use super::{f, Field};
+    pub const DCTN: Field = f(0x048, 0x18);
+}
+
+/// Work queue, `struct mlx5_ifc_wq_bits` (0x600 bits; Linux), inside an `rmpc`.
+pub mod wq {
+    use super::{f, Field};
+    pub const BITS: usize = 0x600;
+    pub const WQ_TYPE: Field = f(0x000, 0x04);
+    pub const PD: Field = f(0x048, 0x18);
+    pub const DBR_ADDR: Field = f(0x080, 0x40);
+    pub const LOG_WQ_STRIDE: Field = f(0x10c, 0x04);
+    pub const LOG_WQ_PG_SZ: Field = f(0x113, 0x05);
+    pub const LOG_WQ_SZ: Field = f(0x11b, 0x05);
+    pub const DBR_UMEM_VALID: Field = f(0x120, 0x01);
+    pub const WQ_UMEM_VALID: Field = f(0x121, 0x01);
+    pub const DBR_UMEM_ID: Field = f(0x140, 0x20);
+    pub const WQ_UMEM_ID: Field = f(0x160, 0x20);
+    pub const WQ_UMEM_OFFSET: Field = f(0x180, 0x40);
+
+    /// MLX5_WQ_TYPE_CYCLIC.
+    pub const WQ_TYPE_CYCLIC: u64 = 0x1;
+}
+
+/// Receive memory pool context, `struct mlx5_ifc_rmpc_bits` (0x780 bits;
+/// Linux): what an SRQ is on ConnectX with ISSI > 0 (mlx5_ib's srq_cmd.c
+/// creates every plain SRQ as an RMP).
+pub mod rmpc {
+    use super::{f, Field};
+    pub const BITS: usize = 0x780;
+    pub const STATE: Field = f(0x008, 0x04);
+    /// Start of `wq`.
+    pub const WQ: usize = 0x180;
+
+    /// MLX5_RMPC_STATE_RDY.
+    pub const STATE_RDY: u64 = 0x1;
+}
+
+/// `struct mlx5_ifc_create_rmp_in_bits` (0x880 bits; Linux).
+pub mod create_rmp_in {
+    use super::{f, Field};
+    pub const BYTES: usize = 0x880 / 8;
+    pub const OPCODE: Field = f(0x000, 0x10);
+    /// Start of `ctx` (an `rmpc`).
+    pub const CTX: usize = 0x100;
+}
+
+/// `struct mlx5_ifc_create_rmp_out_bits`.
+pub mod create_rmp_out {
+    use super::{f, Field};
+    pub const RMPN: Field = f(0x048, 0x18);
+}
+
+/// `struct mlx5_ifc_query_hca_cap_in_bits` and `_out_bits` (rdma-core
+/// mlx5_ifc.h), with the one general capability read: `cmd_hca_cap.dct`.
+pub mod query_hca_cap {
+    use super::{f, Field};
+    pub const IN_BYTES: usize = 0x80 / 8;
+    pub const OUT_BYTES: usize = 0x8080 / 8;
+    pub const OPCODE: Field = f(0x000, 0x10);
+    pub const OP_MOD: Field = f(0x030, 0x10);
+    /// Start of `capability` in the output (a `cmd_hca_cap` for op_mod 1).
+    pub const CAPABILITY: usize = 0x080;
+    /// `cmd_hca_cap.dct`: the device does DC transport.
+    pub const CAP_DCT: Field = f(0x21a, 0x01);
+    /// (MLX5_SET_HCA_CAP_OP_MOD_GENERAL_DEVICE = 0 << 1) | HCA_CAP_OPMOD_GET_CUR (1).
+    pub const OP_MOD_GENERAL_CUR: u64 = 0x1;
 }
 
 /// `struct mlx5_ifc_create_cq_in_bits` without its `pas` list (0x880 bits).
@@ -303,10 +437,24 @@ pub struct QpArgs {
 /// offset 0 of its umem and no receive queue; scatter-to-CQE off both ways
 /// (a READ's or atomic's data must land in memory, never in the CQE).
 pub fn create_qp(a: &QpArgs) -> [u8; create_qp_in::BYTES] {
+    create_qp_of(a, qpc::ST_RC)
+}
+
+/// CREATE_QP of a DC initiator: as [`create_qp`] (its send queue, CQ and
+/// records in umems, no receive queue) with `st` = DCI and one DCI stream
+/// channel (log 0), as mlx5_ib creates a DCI for rdma-core's
+/// `mlx5dv_create_qp(MLX5DV_DCTYPE_DCI)` without DCI streams.
+pub fn create_dci(a: &QpArgs) -> [u8; create_qp_in::BYTES] {
+    let mut b = create_qp_of(a, qpc::ST_DCI);
+    set(&mut b, qpc::LOG_NUM_DCI_STREAM_CHANNELS.at(create_qp_in::QPC), 0);
+    b
+}
+
+fn create_qp_of(a: &QpArgs, st: u64) -> [u8; create_qp_in::BYTES] {
     let mut b = [0u8; create_qp_in::BYTES];
     let q = create_qp_in::QPC;
     set(&mut b, create_qp_in::OPCODE, opcode::CREATE_QP);
-    set(&mut b, qpc::ST.at(q), qpc::ST_RC);
+    set(&mut b, qpc::ST.at(q), st);
     set(&mut b, qpc::PM_STATE.at(q), qpc::PM_STATE_MIGRATED);
     set(&mut b, qpc::PD.at(q), a.pdn.into());
     set(&mut b, qpc::LOG_SQ_SIZE.at(q), a.log_sq_size.into());
@@ -346,6 +494,146 @@ pub fn rst2init(qpn: u32, port: u8) -> [u8; modify_qp_in::BYTES] {
     set(&mut b, ads::VHCA_PORT_NUM.at(p), port.into());
     set(&mut b, ads::PKEY_INDEX.at(p), 0);
     b
+}
+
+/// RST2INIT of a DCI: port and P_Key index only. A DCI is never a
+/// responder, so no remote access rights or atomic mode (mlx5_ib's
+/// modify_dci_qp_is_ok allows only IB_QP_PKEY_INDEX | IB_QP_PORT here).
+pub fn rst2init_dci(qpn: u32, port: u8) -> [u8; modify_qp_in::BYTES] {
+    let mut b = modify(opcode::RST2INIT_QP, qpn);
+    let q = modify_qp_in::QPC;
+    let p = q + qpc::PRIMARY_ADDRESS_PATH;
+    set(&mut b, qpc::PM_STATE.at(q), qpc::PM_STATE_MIGRATED);
+    set(&mut b, ads::VHCA_PORT_NUM.at(p), port.into());
+    set(&mut b, ads::PKEY_INDEX.at(p), 0);
+    b
+}
+
+/// INIT2RTR of a DCI: path MTU, largest message and the port; no remote
+/// QP and no destination in the path: every WQE carries its own address
+/// vector (mlx5_ib's modify_dci_qp_is_ok: IB_QP_PATH_MTU, optionally the AV
+/// for the port and SL, which is what UCX's dc_mlx5 passes).
+pub fn init2rtr_dci(qpn: u32, port: u8, mtu: u8, log_msg_max: u8) -> [u8; modify_qp_in::BYTES] {
+    let mut b = modify(opcode::INIT2RTR_QP, qpn);
+    let q = modify_qp_in::QPC;
+    let p = q + qpc::PRIMARY_ADDRESS_PATH;
+    set(&mut b, qpc::MTU.at(q), mtu.into());
+    set(&mut b, qpc::LOG_MSG_MAX.at(q), log_msg_max.into());
+    set(&mut b, ads::VHCA_PORT_NUM.at(p), port.into());
+    b
+}
+
+/// CREATE_RMP arguments: the receive queue a DCT needs (see [`create_rmp`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RmpArgs {
+    pub pdn: u32,
+    /// log2 of the receive WQEs (16 bytes each).
+    pub log_wq_sz: u32,
+    pub wq_umem_id: u32,
+    pub dbr_umem_id: u32,
+    /// Byte offset of the receive doorbell record in its umem.
+    pub dbr_offset: u64,
+}
+
+/// log2 of a receive WQE's bytes: one 16-byte data segment.
+pub const RMP_LOG_WQ_STRIDE: u32 = 4;
+
+/// CREATE_RMP: the minimal shared receive queue every DCT names (mlx5_ib
+/// refuses a DCT without an SRQ: create_dct, `!attr->srq`). Ready, cyclic,
+/// in a umem, never posted to: rust-gin sends only RDMA WRITE, READ and
+/// atomics, which consume no receive WQE.
+pub fn create_rmp(a: &RmpArgs) -> [u8; create_rmp_in::BYTES] {
+    let mut b = [0u8; create_rmp_in::BYTES];
+    let r = create_rmp_in::CTX;
+    let w = r + rmpc::WQ;
+    set(&mut b, create_rmp_in::OPCODE, opcode::CREATE_RMP);
+    set(&mut b, rmpc::STATE.at(r), rmpc::STATE_RDY);
+    set(&mut b, wq::WQ_TYPE.at(w), wq::WQ_TYPE_CYCLIC);
+    set(&mut b, wq::PD.at(w), a.pdn.into());
+    set(&mut b, wq::DBR_ADDR.at(w), a.dbr_offset);
+    set(&mut b, wq::LOG_WQ_STRIDE.at(w), RMP_LOG_WQ_STRIDE.into());
+    // Ignored with a umem (the firmware takes the page size from it).
+    set(&mut b, wq::LOG_WQ_PG_SZ.at(w), 0);
+    set(&mut b, wq::LOG_WQ_SZ.at(w), a.log_wq_sz.into());
+    set(&mut b, wq::DBR_UMEM_VALID.at(w), 1);
+    set(&mut b, wq::WQ_UMEM_VALID.at(w), 1);
+    set(&mut b, wq::DBR_UMEM_ID.at(w), a.dbr_umem_id.into());
+    set(&mut b, wq::WQ_UMEM_ID.at(w), a.wq_umem_id.into());
+    set(&mut b, wq::WQ_UMEM_OFFSET.at(w), 0);
+    b
+}
+
+/// CREATE_DCT arguments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DctArgs {
+    pub pdn: u32,
+    pub cqn: u32,
+    /// The RMP (SRQ) number.
+    pub srqn: u32,
+    pub key: u64,
+    pub port: u8,
+    /// PRM MTU code: the port's active MTU (a DCT serves every peer).
+    pub mtu: u8,
+    pub min_rnr_nak: u8,
+    /// RoCE only: our GID index, hop limit, traffic class (DSCP = tc >> 2
+    /// on RoCE v2).
+    pub roce: Option<DctRoce>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DctRoce {
+    pub my_addr_index: u8,
+    pub hop_limit: u8,
+    pub traffic_class: u8,
+    pub v2: bool,
+}
+
+/// CREATE_DCT: a DC target, active at once, with what mlx5_ib sends when
+/// an rdma-core DCT goes INIT -> RTR (qp.c mlx5_ib_modify_dct: the fields
+/// collected at create and RST2INIT, then one CREATE_DCT): PD, CQ, SRQ, DC
+/// key, remote read/write/atomic with the RC QP's atomic mode, port, P_Key
+/// index 0, MTU, min RNR NAK timer, and on RoCE the GID index, hop limit
+/// and traffic class. user_index 0, no scatter to CQE, no ECE.
+pub fn create_dct(a: &DctArgs) -> [u8; create_dct_in::BYTES] {
+    let mut b = [0u8; create_dct_in::BYTES];
+    let d = create_dct_in::DCT_CONTEXT;
+    set(&mut b, create_dct_in::OPCODE, opcode::CREATE_DCT);
+    set(&mut b, dctc::PD.at(d), a.pdn.into());
+    set(&mut b, dctc::CQN.at(d), a.cqn.into());
+    set(&mut b, dctc::SRQN_XRQN.at(d), a.srqn.into());
+    set(&mut b, dctc::DC_ACCESS_KEY.at(d), a.key);
+    set(&mut b, dctc::RRE.at(d), 1);
+    set(&mut b, dctc::RWE.at(d), 1);
+    set(&mut b, dctc::RAE.at(d), 1);
+    set(&mut b, dctc::ATOMIC_MODE.at(d), qpc::ATOMIC_MODE_IB_SPEC);
+    set(&mut b, dctc::PORT.at(d), a.port.into());
+    set(&mut b, dctc::PKEY_INDEX.at(d), 0);
+    set(&mut b, dctc::MTU.at(d), a.mtu.into());
+    set(&mut b, dctc::MIN_RNR_NAK.at(d), a.min_rnr_nak.into());
+    set(&mut b, dctc::CS_RES.at(d), 0);
+    set(&mut b, dctc::USER_INDEX.at(d), 0);
+    if let Some(r) = a.roce {
+        set(&mut b, dctc::MY_ADDR_INDEX.at(d), r.my_addr_index.into());
+        set(&mut b, dctc::HOP_LIMIT.at(d), r.hop_limit.into());
+        set(&mut b, dctc::TCLASS.at(d), r.traffic_class.into());
+        if r.v2 {
+            set(&mut b, dctc::DSCP.at(d), (r.traffic_class >> 2).into());
+        }
+    }
+    b
+}
+
+/// QUERY_HCA_CAP of the current general device capabilities.
+pub fn query_hca_cap_general() -> [u8; query_hca_cap::IN_BYTES] {
+    let mut b = [0u8; query_hca_cap::IN_BYTES];
+    set(&mut b, query_hca_cap::OPCODE, opcode::QUERY_HCA_CAP);
+    set(&mut b, query_hca_cap::OP_MOD, query_hca_cap::OP_MOD_GENERAL_CUR);
+    b
+}
+
+/// Whether QUERY_HCA_CAP's output says the device does DC (`dct`).
+pub fn hca_cap_dct(out: &[u8]) -> bool {
+    get(out, query_hca_cap::CAP_DCT.at(query_hca_cap::CAPABILITY)) == 1
 }
 
 /// How to reach the remote port.

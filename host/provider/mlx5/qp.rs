@@ -1,8 +1,10 @@
-//! One RC queue pair built with DevX over [`QueueMem`]: the send ring, the
-//! CQ ring and the doorbell records are umems in memory the kernel (device
-//! code) reaches, the doorbell is a UAR page of its own, mapped for the GPU.
-//! The device code posts, rings and polls; the host only creates, connects
-//! and destroys.
+//! One RC queue pair or DC initiator built with DevX over [`QueueMem`]: the
+//! send ring, the CQ ring and the doorbell records are umems in memory the
+//! kernel (device code) reaches, the doorbell is a UAR page (shared as
+//! UarPool says), mapped for the GPU. The device code posts, rings and
+//! polls; the host only creates, connects and destroys. A DCI is the same
+//! queue with `st` = DCI, twice the WQEBBs per WQE (mlx5::queue::
+//! DC_WQE_SHIFT) and no remote: it goes to RTS when created.
 
 use super::addr::{self, GidType, LinkLayer, Mlx5Address};
 use super::device::Context;
@@ -88,6 +90,15 @@ pub(crate) struct Mlx5Qp {
     cqn: u32,
     traffic_class: u8,
     connected: AtomicBool,
+    /// A DC initiator (descriptor with wqe_shift 1, no connect).
+    dci: bool,
+}
+
+/// What [`Mlx5Qp::create_as`] makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum QpKind {
+    Rc,
+    Dci,
 }
 
 /// The address the NIC uses for a buffer: its host mapping when it has one
@@ -105,6 +116,49 @@ impl Mlx5Qp {
         log_depth: u32,
         traffic_class: u8,
         rings: RingHome,
+    ) -> Result<Mlx5Qp> {
+        Self::create_as(ctx, memory, eqn, log_depth, traffic_class, rings, QpKind::Rc)
+    }
+
+    /// A DC initiator of 2^log_depth WQEs (twice the WQEBBs), in RTS:
+    /// CREATE_QP (st = DCI), RST2INIT, INIT2RTR, RTR2RTS.
+    pub fn create_dci(
+        ctx: &Arc<Context>,
+        memory: &Memory,
+        eqn: u32,
+        log_depth: u32,
+        traffic_class: u8,
+        rings: RingHome,
+    ) -> Result<Mlx5Qp> {
+        let q = Self::create_as(
+            ctx,
+            memory,
+            eqn,
+            log_depth + crate::mlx5::queue::DC_WQE_SHIFT,
+            traffic_class,
+            rings,
+            QpKind::Dci,
+        )?;
+        let what = |t: &str| format!("{t} of DC initiator {:#x}", q.qpn);
+        q.qp.modify(&ctx.name, &what("RST2INIT"), &prm::rst2init_dci(q.qpn, ctx.port))?;
+        q.qp.modify(
+            &ctx.name,
+            &what("INIT2RTR"),
+            &prm::init2rtr_dci(q.qpn, ctx.port, ctx.active_mtu, ctx.log_msg_max()),
+        )?;
+        q.qp.modify(&ctx.name, &what("RTR2RTS"), &prm::rtr2rts(&rts_args(ctx, q.qpn)))?;
+        q.connected.store(true, Ordering::Release);
+        Ok(q)
+    }
+
+    fn create_as(
+        ctx: &Arc<Context>,
+        memory: &Memory,
+        eqn: u32,
+        log_depth: u32,
+        traffic_class: u8,
+        rings: RingHome,
+        kind: QpKind,
     ) -> Result<Mlx5Qp> {
         let name = &ctx.name;
         let alloc = memory.allocator();
@@ -129,7 +183,7 @@ impl Mlx5Qp {
 
         let (cq, out) = Obj::create(
             ctx,
-            "CREATE_CQ",
+            if kind == QpKind::Dci { "CREATE_CQ (DC initiator)" } else { "CREATE_CQ" },
             &prm::create_cq(&prm::CqArgs {
                 log_cq_size: mem.log_cq_cnt,
                 uar_page: uar.page_id,
@@ -141,19 +195,19 @@ impl Mlx5Qp {
             }),
         )?;
         let cqn = prm::get(&out, prm::create_cq_out::CQN) as u32;
-        let (qp, out) = Obj::create(
-            ctx,
-            "CREATE_QP",
-            &prm::create_qp(&prm::QpArgs {
-                pdn: ctx.pdn,
-                log_sq_size: mem.log_wqe_cnt,
-                uar_page: uar.page_id,
-                cqn,
-                wq_umem_id: umem_sq.id,
-                dbr_umem_id: umem_dbr.id,
-                dbr_offset: QP_DBREC_OFF as u64,
-            }),
-        )?;
+        let args = prm::QpArgs {
+            pdn: ctx.pdn,
+            log_sq_size: mem.log_wqe_cnt,
+            uar_page: uar.page_id,
+            cqn,
+            wq_umem_id: umem_sq.id,
+            dbr_umem_id: umem_dbr.id,
+            dbr_offset: QP_DBREC_OFF as u64,
+        };
+        let (qp, out) = match kind {
+            QpKind::Rc => Obj::create(ctx, "CREATE_QP", &prm::create_qp(&args))?,
+            QpKind::Dci => Obj::create(ctx, "CREATE_QP (DC initiator)", &prm::create_dci(&args))?,
+        };
         let qpn = prm::get(&out, prm::create_qp_out::QPN) as u32;
         let doorbell = match memory {
             Memory::Gpu(h) => Doorbell::Gpu(
@@ -163,7 +217,8 @@ impl Mlx5Qp {
         };
         crate::info_line!(
             NET,
-            "{name}: DevX QP {qpn:#x} (CQ {cqn:#x}, {} WQEBBs, {} UAR page {}, rings in {:?} memory of {})",
+            "{name}: DevX {} {qpn:#x} (CQ {cqn:#x}, {} WQEBBs, {} UAR page {}, rings in {:?} memory of {})",
+            if kind == QpKind::Dci { "DC initiator" } else { "QP" },
             1u32 << mem.log_wqe_cnt,
             if uar.dedicated { "dedicated" } else { "shared" },
             uar.page_id,
@@ -184,19 +239,38 @@ impl Mlx5Qp {
             cqn,
             traffic_class,
             connected: AtomicBool::new(false),
+            dci: kind == QpKind::Dci,
         })
     }
+}
 
-    /// The remote MAC for a RoCE path, resolved by the kernel through an
-    /// address handle (as NCCL's DOCA host code does: ibv_create_ah, then
-    /// mlx5dv_init_obj(MLX5DV_OBJ_AH) for the AV's rmac).
-    fn resolve_rmac(&self, remote: &Mlx5Address) -> Result<[u8; 6]> {
-        let ctx = &self.ctx;
+/// RTR2RTS of an RC QP or a DCI: send PSN 0, the device's outstanding
+/// READ/atomic limit, retries and the ACK timeout.
+fn rts_args(ctx: &Context, qpn: u32) -> prm::RtsArgs {
+    prm::RtsArgs {
+        qpn,
+        next_send_psn: 0,
+        log_sra_max: log2_rd_atomic(ctx.max_qp_init_rd_atom),
+        retry_count: RETRY_COUNT,
+        rnr_retry: RNR_RETRY,
+        ack_timeout: ACK_TIMEOUT,
+    }
+}
+
+fn log2_rd_atomic(n: i32) -> u8 {
+    (31 - (n.clamp(1, MAX_RD_ATOMIC) as u32).leading_zeros()) as u8
+}
+
+/// The remote MAC for a RoCE path, resolved by the kernel through an
+/// address handle (as NCCL's DOCA host code does: ibv_create_ah, then
+/// mlx5dv_init_obj(MLX5DV_OBJ_AH) for the AV's rmac).
+pub(crate) fn resolve_rmac(ctx: &Context, remote: &Mlx5Address, traffic_class: u8) -> Result<[u8; 6]> {
+    {
         let attr = AhAttr {
             dgid: remote.gid,
             sgid_index: ctx.gid_index,
             hop_limit: HOP_LIMIT,
-            traffic_class: self.traffic_class,
+            traffic_class,
             port: ctx.port,
         };
         let ah = ctx.platform.create_ah(ctx.pd, &attr).map_err(|e| {
@@ -224,6 +298,12 @@ impl QueuePair for Mlx5Qp {
         let local = ctx.address();
         let peer = Mlx5Address::decode(remote)?;
         addr::check_peer(&local, &peer)?;
+        if self.dci {
+            return Err(Error::InvalidUsage(format!(
+                "{}: DC initiator {:#x} has no remote to connect to (every WQE names its target)",
+                ctx.name, self.qpn
+            )));
+        }
         if remote_qpn == 0 || remote_qpn > 0xff_ffff {
             return Err(Error::InvalidArgument(format!("remote QP number {remote_qpn:#x} is not a 24-bit QPN")));
         }
@@ -241,13 +321,12 @@ impl QueuePair for Mlx5Qp {
                     hop_limit: HOP_LIMIT,
                     traffic_class: self.traffic_class,
                     flow_label,
-                    rmac: self.resolve_rmac(&peer)?,
+                    rmac: resolve_rmac(ctx, &peer, self.traffic_class)?,
                     udp_sport: (ctx.gid_type == GidType::RoceV2).then(|| addr::flow_label_to_udp_sport(flow_label)),
                     eth_prio: 0,
                 }
             }
         };
-        let log2 = |n: i32| (31 - (n.clamp(1, MAX_RD_ATOMIC) as u32).leading_zeros()) as u8;
         let what = |t: &str| format!("{t} of QP {:#x} (towards QP {remote_qpn:#x})", self.qpn);
         self.qp.modify(&ctx.name, &what("RST2INIT"), &prm::rst2init(self.qpn, ctx.port))?;
         self.qp.modify(
@@ -259,24 +338,13 @@ impl QueuePair for Mlx5Qp {
                 port: ctx.port,
                 mtu: addr::path_mtu(&local, &peer),
                 log_msg_max: ctx.log_msg_max(),
-                log_rra_max: log2(ctx.max_qp_rd_atom),
+                log_rra_max: log2_rd_atomic(ctx.max_qp_rd_atom),
                 min_rnr_nak: MIN_RNR_NAK,
                 next_rcv_psn: 0,
                 path,
             }),
         )?;
-        self.qp.modify(
-            &ctx.name,
-            &what("RTR2RTS"),
-            &prm::rtr2rts(&prm::RtsArgs {
-                qpn: self.qpn,
-                next_send_psn: 0,
-                log_sra_max: log2(ctx.max_qp_init_rd_atom),
-                retry_count: RETRY_COUNT,
-                rnr_retry: RNR_RETRY,
-                ack_timeout: ACK_TIMEOUT,
-            }),
-        )?;
+        self.qp.modify(&ctx.name, &what("RTR2RTS"), &prm::rtr2rts(&rts_args(ctx, self.qpn)))?;
         crate::info_line!(
             NET,
             "{}: QP {:#x} connected to QP {remote_qpn:#x} ({:?}, path MTU {} bytes)",
@@ -288,20 +356,24 @@ impl QueuePair for Mlx5Qp {
         Ok(())
     }
 
+    /// A DCI's is what the emulated provider's DCIs have (QueueMem::
+    /// dci_descriptor: wqe_shift 1, no dc_targets yet) with `peer` kept.
     fn descriptor(&self, peer: u32, error: u64, timeout_ns: u64) -> QueueDescriptor {
-        QueueDescriptor::Mlx5(self.mem.descriptor(
-            self.qpn,
-            self.cqn,
-            self.doorbell.addr(),
-            self.doorbell.host_port(),
-            peer,
-            error,
-            timeout_ns,
-        ))
+        let (db, host) = (self.doorbell.addr(), self.doorbell.host_port());
+        if self.dci {
+            let mut d = self.mem.dci_descriptor(self.qpn, self.cqn, db, host, error, timeout_ns, 0);
+            d.peer = peer;
+            return QueueDescriptor::Mlx5(d);
+        }
+        QueueDescriptor::Mlx5(self.mem.descriptor(self.qpn, self.cqn, db, host, peer, error, timeout_ns))
     }
 
     fn log_slots(&self) -> u32 {
         self.mem.log_wqe_cnt
+    }
+
+    fn mlx5_memory(&self) -> Option<&QueueMem> {
+        Some(&self.mem)
     }
 }
 
