@@ -188,3 +188,14 @@ fn a_counted_put_that_fails_fails_the_counter_wait_instead_of_hanging() {
     // SAFETY: live handle.
     assert_eq!(unsafe { dev::rust_gin_counter_read(h, 0, 1) }, 0, "a failed put is not counted");
 }
+
+/// Both cases again on the emulated bnxt_re and ionic NICs, in both signal
+/// modes: counted puts credited from those families' CQEs (one counter-log
+/// entry per WQE), and a failed counted put seen in their error status.
+#[test]
+fn the_same_cases_on_bnxt_re_and_ionic() {
+    rerun_on_families(&[
+        "a_put_with_a_counter_returns_before_it_completes_and_the_counter_follows_completion",
+        "a_counted_put_that_fails_fails_the_counter_wait_instead_of_hanging",
+    ]);
+}

@@ -106,3 +106,11 @@ fn rank_one() {
     });
     say("RANK1-DONE");
 }
+
+/// The two-process run again with the emulated NICs presenting bnxt_re and
+/// ionic, in both signal modes: their WQEs, doorbells and CQEs over the
+/// shared-memory fabric between processes.
+#[test]
+fn two_ranks_as_processes_on_bnxt_re_and_ionic() {
+    rerun_on_families(&["two_ranks_as_processes"]);
+}

@@ -75,6 +75,10 @@ fn rank_body(p: &Plugin, r: &Rank, sync: &dyn Fn()) {
     assert_eq!(res, OK, "createContext");
     // SAFETY: createContext returned a device handle it owns until destroyContext.
     let h = unsafe { (*dh).handle } as *const c_void;
+    for c in 0..CONTEXTS {
+        let family = family_asked().unwrap_or(RUST_GIN_FAMILY_MLX5);
+        assert_eq!(context_family(h, c), family, "context {c}: NIC family (RCCL_RUST_GIN_EMU_FAMILY)");
+    }
     let slot = 1024usize;
     let src = register(p, r.coll, slot);
     let dst = register(p, r.coll, CONTEXTS as usize * n * slot);
@@ -156,6 +160,14 @@ fn two_ranks_two_rails_contexts_on_different_nics_data_and_signals_arrive() {
         assert_eq!(p.connect(&mut r, &all), OK, "connect");
         rank_body(p, &r, &|| ex.barrier());
     });
+}
+
+/// The same world on emulated bnxt_re and ionic NICs (two of them per rank),
+/// with atomic signals only: the test sends VA signals, which write mode
+/// refuses.
+#[test]
+fn the_same_world_on_bnxt_re_and_ionic_rails() {
+    rerun_on_families_in_modes(&["atomic"], &["two_ranks_two_rails_contexts_on_different_nics_data_and_signals_arrive"]);
 }
 
 #[test]

@@ -50,6 +50,7 @@ fn ranks(n: usize, expect_error: bool, body: impl Fn(usize, &Ctx, &dyn Fn()) + S
         // SAFETY: a live device handle.
         let h = unsafe { (*dh).handle } as *const c_void;
         assert_eq!(context_signal_mode(h, 0), RUST_GIN_SIGNAL_MODE_WRITE);
+        assert_transport(h); // and the NIC family this process asked for
         let c = Ctx { r, gctx, h };
         ex.barrier();
         body(rank, &c, &|| ex.barrier());
@@ -234,4 +235,19 @@ fn gin_properties_say_no_va_signals() {
     assert_eq!(unsafe { (p.v.get_gin_properties.unwrap())(&mut gp) }, OK);
     assert!(gp.supports_strong_signals && !gp.supports_va_signals);
     assert_eq!(p.call_ptr(p.v.finalize, ctx), OK);
+}
+
+/// The slot-write cases again on the emulated bnxt_re and ionic NICs, the
+/// families whose signals are slot writes on the hardware (auto picks them).
+#[test]
+fn the_same_cases_on_bnxt_re_and_ionic() {
+    rerun_on_families_in_modes(
+        &["auto"],
+        &[
+            "each_sender_writes_its_running_total_into_its_own_slot",
+            "a_reset_racing_updates_in_flight_loses_none",
+            "a_signal_wait_that_nothing_satisfies_times_out",
+            "va_signals_are_refused_with_the_reason",
+        ],
+    );
 }

@@ -580,7 +580,7 @@ const FLUSH_PAD: usize = 64;
 /// The NIC family of the context set: every rail's NIC must be of one (the
 /// device code serves one family per handle), and a GPU build must serve it.
 fn context_family(coll: &CollComm) -> Result<NicFamily> {
-    let family = coll.nic.family();
+    let family = coll.rails.first().map_or_else(|| coll.nic.family(), |n| n.family());
     for (k, nic) in coll.rails.iter().enumerate() {
         if nic.family() != family {
             return Err(Error::InvalidUsage(format!(

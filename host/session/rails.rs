@@ -113,6 +113,10 @@ impl Nic for RailSet {
     fn kind(&self) -> ProviderKind {
         self.nics[0].kind()
     }
+    /// Rail 0's (createContext refuses rails of different families).
+    fn family(&self) -> crate::provider::NicFamily {
+        self.nics[0].family()
+    }
     /// Rail 0's, named after every rail, with what all rails support.
     fn info(&self) -> NicInfo {
         let mut i = self.nics[0].info();
