@@ -59,6 +59,14 @@ enum TransportArg {
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
+enum FamilyArg {
+    Mlx5,
+    #[value(name = "bnxt_re")]
+    Bnxt,
+    Ionic,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
 enum FormatArg {
     Table,
     Json,
@@ -118,6 +126,11 @@ struct Args {
     /// proxy path stays RC. docs/architecture.md, "DC transport".
     #[arg(long, value_enum, default_value = "rc")]
     transport: TransportArg,
+    /// The NIC family the emulated NICs present, on both paths: mlx5, bnxt_re (Thor2) or ionic
+    /// (Pollara); the direct path posts that family's WQEs (RCCL_RUST_GIN_EMU_FAMILY;
+    /// docs/nic-families.md). With --provider mlx5 the hardware decides.
+    #[arg(long, value_enum, default_value = "mlx5")]
+    family: FamilyArg,
     #[arg(short = 'f', long, value_enum, default_value = "table")]
     format: FormatArg,
     /// Where to write the SVG chart of latency, message rate and bandwidth against size.
@@ -206,6 +219,15 @@ fn run(args: Args) -> Result<(), String> {
         TransportArg::Rc => rccl_rust_gin::config::Transport::Rc,
         TransportArg::Dc => rccl_rust_gin::config::Transport::Dc,
     };
+    config.emu_family = match args.family {
+        FamilyArg::Mlx5 => rccl_rust_gin::provider::NicFamily::Mlx5,
+        FamilyArg::Bnxt => rccl_rust_gin::provider::NicFamily::Bnxt,
+        FamilyArg::Ionic => rccl_rust_gin::provider::NicFamily::Ionic,
+    };
+    // The proxy path's RMA plugin reads it from the environment, as the
+    // provider below.
+    // SAFETY: no other thread of this process exists yet.
+    unsafe { std::env::set_var("RCCL_RUST_GIN_EMU_FAMILY", config.emu_family.name()) };
     let emulated = config.provider == ProviderKind::Emu;
     // The RMA plugin (the proxy path) reads its provider from the
     // environment, as it does under RCCL.
@@ -305,6 +327,9 @@ fn run(args: Args) -> Result<(), String> {
     let mut lane_desc = if waves > 1 { format!("{}, {waves} waves", lane_mode.name()) } else { lane_mode.name().into() };
     if config.rails > 1 {
         lane_desc += &format!("; {} rails (NICs per rank) on the direct path", config.rails);
+    }
+    if config.emu_family != rccl_rust_gin::provider::NicFamily::Mlx5 && emulated {
+        lane_desc += &format!("; emulated NICs present {}", config.emu_family.name());
     }
     if config.signal_mode != SignalModeKnob::Auto {
         lane_desc += &format!("; direct-path signals: {:?}", config.signal_mode).to_lowercase();
