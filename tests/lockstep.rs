@@ -895,6 +895,59 @@ fn eight_waves_of_64_lanes_mixed_operations_depth_64() {
     );
 }
 
+/// Lanes of one call naming contexts of two NIC families (two handles):
+/// the wave runs the family of its lowest lane, the other lanes are refused
+/// with RUST_GIN_ARG_FAMILY and run nothing (the switch in gin/family.h must
+/// be wave-uniform); a family that is no family is refused in every lane.
+/// The second handle is a copy of rank 0's whose context says another
+/// family: were it run, it would read rank 0's peers through the wrong
+/// descriptor layout.
+#[test]
+fn lanes_naming_contexts_of_two_families_are_refused_not_run() {
+    let w = world(64);
+    let real = w.handle();
+    // SAFETY: rank 0's live handle and its first context (host memory).
+    let (h0, c0) = unsafe {
+        let h = *(real as *const rust_gin_handle);
+        (h, *(h.contexts as *const rust_gin_context))
+    };
+    let family = c0.family;
+    let fake = |fam: u32| {
+        let ctx = Box::new([rust_gin_context { family: fam, ..c0 }]);
+        let h = Box::new(rust_gin_handle { contexts: ctx.as_ptr() as u64, n_contexts: 1, ..h0 });
+        (ctx, h)
+    };
+    let other = if family == RUST_GIN_FAMILY_MLX5 { RUST_GIN_FAMILY_IONIC } else { RUST_GIN_FAMILY_MLX5 };
+    let (_c1, h1) = fake(other);
+    let mixed = &*h1 as *const rust_gin_handle as usize;
+    let before = w.signal(1, 0, 3);
+    let results: Vec<std::sync::atomic::AtomicI32> = (0..4).map(|_| std::sync::atomic::AtomicI32::new(-1)).collect();
+    wave(lanes(4), |l| {
+        let h = if l % 2 == 0 { real } else { mixed as *const c_void };
+        // SAFETY: live handles (the copy points at rank 0's memory).
+        let s = unsafe { dev::rust_gin_signal_peer(h, 0, 1, signal_indexed(3, RUST_GIN_SIGNAL_OP_INC, 0), 0) };
+        results[l as usize].store(s, Ordering::Relaxed);
+    });
+    let got: Vec<i32> = results.iter().map(|r| r.load(Ordering::Relaxed)).collect();
+    assert_eq!(got, vec![0, RUST_GIN_ERR_INVALID as i32, 0, RUST_GIN_ERR_INVALID as i32], "lanes 0, 2 run; 1, 3 refused");
+    let e = w.error().expect("the refusal is recorded");
+    assert_eq!((e.code, u32::from(e.wait_kind)), (RUST_GIN_ERR_INVALID, RUST_GIN_ARG_FAMILY), "{e}");
+    assert_eq!((e.observed, e.expected), (u64::from(other), u64::from(family)), "the lane's family and the wave's");
+    let t = std::time::Instant::now();
+    while w.signal(1, 0, 3) != before + 2 {
+        assert!(t.elapsed().as_secs() < 20, "the two signals of the running lanes never came");
+        std::thread::yield_now();
+    }
+    // Not a family at all: refused in every lane, whatever the build serves.
+    let (_c2, h2) = fake(9);
+    let corrupt = &*h2 as *const rust_gin_handle as usize;
+    wave(lanes(2), |_| {
+        // SAFETY: as above.
+        let s = unsafe { dev::rust_gin_signal_peer(corrupt as *const c_void, 0, 1, signal_indexed(3, RUST_GIN_SIGNAL_OP_INC, 0), 0) };
+        assert_eq!(s, RUST_GIN_ERR_INVALID as i32, "family 9");
+    });
+}
+
 /// The GIN cases every rerun below runs again in another configuration:
 /// every operation from 1–64 lanes, the doorbell count per batch, many-lane
 /// flushes and waits, and the eight-wave soak.
