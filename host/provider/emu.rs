@@ -218,14 +218,19 @@ impl Drop for EmuRegion {
     }
 }
 
+/// INIT -> RTR -> RTS of emulated QP `qpn` towards the NIC at `remote`.
+fn connect_emu(qpn: u32, remote: &NicAddress, connect: impl FnOnce(u32) -> std::result::Result<(), crate::emu::nic::NicError>) -> Result<()> {
+    let (_, node) = decode(remote).ok_or_else(|| Error::InvalidArgument("not an emulated-NIC address".into()))?;
+    connect(node).map_err(|e| Error::System(format!("emulated QP {qpn:#x}: {e}")))
+}
+
 struct EmuQueuePair(EmuQp);
 impl QueuePair for EmuQueuePair {
     fn qpn(&self) -> u32 {
         self.0.qpn
     }
     fn connect(&self, remote: &NicAddress, remote_qpn: u32) -> Result<()> {
-        let (_, node) = decode(remote).ok_or_else(|| Error::InvalidArgument("not an emulated-NIC address".into()))?;
-        self.0.connect(node, remote_qpn).map_err(|e| Error::System(format!("emulated QP {:#x}: {e}", self.0.qpn)))
+        connect_emu(self.0.qpn, remote, |node| self.0.connect(node, remote_qpn))
     }
     fn descriptor(&self, peer: u32, error: u64, timeout_ns: u64) -> QueueDescriptor {
         QueueDescriptor::Mlx5(self.0.descriptor(peer, error, timeout_ns))
@@ -245,8 +250,7 @@ impl QueuePair for EmuFamilyQueuePair {
         self.0.qpn
     }
     fn connect(&self, remote: &NicAddress, remote_qpn: u32) -> Result<()> {
-        let (_, node) = decode(remote).ok_or_else(|| Error::InvalidArgument("not an emulated-NIC address".into()))?;
-        self.0.connect(node, remote_qpn).map_err(|e| Error::System(format!("emulated QP {:#x}: {e}", self.0.qpn)))
+        connect_emu(self.0.qpn, remote, |node| self.0.connect(node, remote_qpn))
     }
     fn descriptor(&self, peer: u32, error: u64, timeout_ns: u64) -> QueueDescriptor {
         QueueDescriptor::Nic(self.1, self.0.descriptor(peer, error, timeout_ns))
