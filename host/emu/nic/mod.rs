@@ -286,6 +286,10 @@ struct Inner {
     trace: Mutex<Option<Vec<TraceEntry>>>,
     /// Whether `trace` records: checked per WQE without taking its lock.
     tracing: AtomicBool,
+    /// Set by a step that left nothing waiting on time (no READ data held
+    /// back, nothing the wire refused): until a doorbell or a packet wakes
+    /// the NIC, another step would find nothing (poll_loop).
+    settled: AtomicBool,
 }
 
 /// One executed WQE, as the optional execution trace records it.
@@ -451,6 +455,7 @@ impl EmuNic {
             poller: Mutex::new(None),
             trace: Mutex::new(None),
             tracing: AtomicBool::new(false),
+            settled: AtomicBool::new(false),
         });
         let port: Arc<dyn Stepper> = Arc::new(Port(Arc::downgrade(&inner)));
         let node = fabric.join(Arc::downgrade(&port)).map_err(|e| NicError::Wire(e.to_string()))?;
@@ -776,20 +781,39 @@ fn poll_loop(weak: Weak<Inner>) {
     // condition variable costs tens of microseconds on a busy machine, which
     // would dominate every emulated latency.
     const SPIN_ROUNDS: u32 = 64;
+    // An idle round does a full step only this often unless woken (timers:
+    // check_peers, a destination that stays stuck). Between, it looks at
+    // one flag: a full step that finds nothing costs ~0.5 µs (locks, the
+    // inbox, the outbox, a clock read), and on two cores shared by the
+    // requesters and both NICs those idle steps took CPU from the threads
+    // with work (docs/performance.md, "Idle rounds").
+    const FULL_STEP_EVERY: u32 = 16;
     let mut idle = 0u32;
     loop {
         let Some(inner) = weak.upgrade() else { return };
         if inner.stop.load(Ordering::Relaxed) {
             return;
         }
+        // Cleared before the step looks at anything: a doorbell or packet
+        // from now on sets it again, and the next round steps in full.
+        inner.hub.woken.store(false, Ordering::SeqCst);
         if inner.step() {
             idle = 0;
             continue;
         }
         idle += 1;
         if idle < SPIN_ROUNDS {
+            let hub = inner.hub.clone();
+            // Packets over shared memory wake nobody: every round steps.
+            let skip = inner.settled.load(Ordering::Relaxed) && !inner.fabric.is_shared_memory();
             drop(inner);
             std::thread::yield_now();
+            if skip {
+                while idle + 1 < SPIN_ROUNDS && idle % FULL_STEP_EVERY != 0 && !hub.woken.load(Ordering::SeqCst) {
+                    idle += 1;
+                    std::thread::yield_now();
+                }
+            }
             continue;
         }
         // Sleep until woken; cross-process packets do not wake us, so poll
