@@ -1,7 +1,7 @@
 //! Criterion benchmarks of the emulated NIC itself (emulated figures: host
 //! threads, not hardware), stepped deterministically on the bench thread so
 //! that only the NIC's own work is timed: 8-byte WRITEs consumed, 64 KiB
-//! puts moved, the cost of one doorbell, and parking (host/park.rs): a
+//! puts moved, the cost of one doorbell, a step that finds nothing, and parking (host/park.rs): a
 //! park/wake hand-off between two threads and what a NIC step pays to wake
 //! nobody. Command: `cargo bench --bench emu_nic`.
 
@@ -107,6 +107,13 @@ fn emu_nic(c: &mut Criterion) {
             unsafe { rccl_rust_gin::device::ring_by_hand(&d, 0, 0) }
         })
     });
+
+    // A full step that finds nothing (one QP, nothing rung, nothing in
+    // flight): what the polling thread's idle rounds now skip unless woken
+    // (host/emu/nic/mod.rs, poll_loop).
+    let b = bed(6, 4096);
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("idle_step", |bn| bn.iter(|| assert!(!b._nic.step())));
     g.finish();
     park_wake(c);
 }

@@ -267,7 +267,8 @@ struct State {
     outbox: Outbox,
     /// Packets taken from the wire for this step (reused buffer).
     inbox: VecDeque<Packet>,
-    last_peer_check: Instant,
+    /// When check_peers last looked (outbox::coarse_now).
+    last_peer_check: Duration,
     next_qpn: u32,
     next_cqn: u32,
     next_pd: u32,
@@ -444,7 +445,7 @@ impl EmuNic {
                 posted: VecDeque::new(),
                 outbox: Outbox::default(),
                 inbox: VecDeque::new(),
-                last_peer_check: Instant::now(),
+                last_peer_check: outbox::coarse_now(),
                 next_qpn: QPN_BASE - 1,
                 next_cqn: 0x40,
                 next_pd: 1,

@@ -23,34 +23,44 @@ impl Inner {
         }
         rung.clear();
         st.rung_spare = rung;
-        let mut inbox = std::mem::take(&mut st.inbox);
-        self.fabric.recv_batch(self.node(), &mut inbox, 1024);
-        // Read in place and dropped together: a packet is ~100 bytes, and
-        // each move of one (out of the queue, into a call) was a copy.
-        progress |= !inbox.is_empty();
-        for p in inbox.iter() {
-            if p.body.is_request() {
-                self.respond(&mut st, p);
-            } else {
-                self.on_response(&mut st, p);
+        // Each part below is skipped when it has nothing to do: most steps
+        // of a polling NIC find little, and the buffers' take-and-return
+        // cost more than the test (`idle_step` in benches/emu_nic.rs).
+        if self.fabric.recv_batch(self.node(), &mut st.inbox, 1024) > 0 {
+            let mut inbox = std::mem::take(&mut st.inbox);
+            // Read in place and dropped together: a packet is ~100 bytes,
+            // and each move of one (out of the queue, into a call) was a copy.
+            progress = true;
+            for p in inbox.iter() {
+                if p.body.is_request() {
+                    self.respond(&mut st, p);
+                } else {
+                    self.on_response(&mut st, p);
+                }
             }
+            inbox.clear();
+            st.inbox = inbox; // keeps its capacity for the next step
         }
-        inbox.clear();
-        st.inbox = inbox; // keeps its capacity for the next step
-        self.flush_acks(&mut st);
-        progress |= self.flush_outbox(&mut st);
+        if !st.ack_qps.is_empty() {
+            self.flush_acks(&mut st);
+        }
+        if !st.outbox.is_empty() {
+            progress |= self.flush_outbox(&mut st);
+        }
         progress |= self.check_peers(&mut st);
-        // QPs with work, in QP order, each once (as a set would give them).
-        let mut dirty = std::mem::take(&mut st.dirty_spare);
-        std::mem::swap(&mut dirty, &mut st.dirty);
-        dirty.sort_unstable();
-        dirty.dedup();
-        for &qpn in &dirty {
-            progress |= self.run_sq(&mut st, qpn);
-            progress |= self.complete(&mut st, qpn);
+        if !st.dirty.is_empty() {
+            // QPs with work, in QP order, each once (as a set would give them).
+            let mut dirty = std::mem::take(&mut st.dirty_spare);
+            std::mem::swap(&mut dirty, &mut st.dirty);
+            dirty.sort_unstable();
+            dirty.dedup();
+            for &qpn in &dirty {
+                progress |= self.run_sq(&mut st, qpn);
+                progress |= self.complete(&mut st, qpn);
+            }
+            dirty.clear();
+            st.dirty_spare = dirty;
         }
-        dirty.clear();
-        st.dirty_spare = dirty;
         if !st.outbox.is_empty() {
             progress |= self.flush_outbox(&mut st);
         }
