@@ -810,7 +810,7 @@ fn poll_loop(weak: Weak<Inner>) {
             drop(inner);
             std::thread::yield_now();
             if skip {
-                while idle + 1 < SPIN_ROUNDS && idle % FULL_STEP_EVERY != 0 && !hub.woken.load(Ordering::SeqCst) {
+                while idle + 1 < SPIN_ROUNDS && !idle.is_multiple_of(FULL_STEP_EVERY) && !hub.woken.load(Ordering::SeqCst) {
                     idle += 1;
                     std::thread::yield_now();
                 }
