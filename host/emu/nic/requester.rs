@@ -114,13 +114,16 @@ impl Inner {
             let index = qp.ci as u16;
             let state = qp.state;
             let dci = matches!(qp.transport, Transport::Dci { .. });
-            let (decoded, av) = if dci {
-                match wqe::decode_dc(bytes, index, qpn) {
-                    Ok((w, av)) => (Ok(w), av),
-                    Err(e) => (Err(e), None),
-                }
+            // Not a (decoded, av) pair: an RC WQE would move the pair's
+            // empty datagram segment along with it (~20 instructions a WQE).
+            let mut av = None;
+            let decoded = if dci {
+                wqe::decode_dc(bytes, index, qpn).map(|(w, a)| {
+                    av = a;
+                    w
+                })
             } else {
-                (wqe::decode(bytes, index, qpn), None)
+                wqe::decode(bytes, index, qpn)
             };
             let qp = st.qps.get_mut(&qpn).expect("qp");
             if state == QpState::Error {
