@@ -267,6 +267,8 @@ struct State {
     outbox: Outbox,
     /// Packets taken from the wire for this step (reused buffer).
     inbox: VecDeque<Packet>,
+    /// run_sq's copy of the WQE it decodes (kept: requester.rs).
+    wqe_buf: Vec<u8>,
     /// When check_peers last looked (outbox::coarse_now).
     last_peer_check: Duration,
     next_qpn: u32,
@@ -445,6 +447,7 @@ impl EmuNic {
                 posted: VecDeque::new(),
                 outbox: Outbox::default(),
                 inbox: VecDeque::new(),
+                wqe_buf: Vec::new(),
                 last_peer_check: outbox::coarse_now(),
                 next_qpn: QPN_BASE - 1,
                 next_cqn: 0x40,
