@@ -787,10 +787,11 @@ fn poll_loop(weak: Weak<Inner>) {
     const SPIN_ROUNDS: u32 = 64;
     // An idle round does a full step only this often unless woken (timers:
     // check_peers, a destination that stays stuck). Between, it looks at
-    // one flag: a full step that finds nothing costs ~0.5 µs (locks, the
-    // inbox, the outbox, a clock read), and on two cores shared by the
-    // requesters and both NICs those idle steps took CPU from the threads
-    // with work (docs/performance.md, "Idle rounds").
+    // one flag: a full step that finds nothing still takes two locks and
+    // ~240 instructions (benches/emu_nic.rs, idle_step; ~0.5 µs before),
+    // and on two cores shared by the requesters and both NICs idle steps
+    // take CPU from the threads with work (docs/performance.md, "Instruction counts, where wall
+    // clock cannot decide").
     const FULL_STEP_EVERY: u32 = 16;
     let mut idle = 0u32;
     loop {
