@@ -1,7 +1,8 @@
 //! Criterion benchmarks of the emulated NIC itself (emulated figures: host
 //! threads, not hardware), stepped deterministically on the bench thread so
 //! that only the NIC's own work is timed: 8-byte WRITEs consumed, 64 KiB
-//! puts moved, the cost of one doorbell, and parking (host/park.rs): a
+//! puts moved, the cost of one doorbell, a step that finds nothing, one
+//! put+signal between two NICs, and parking (host/park.rs): a
 //! park/wake hand-off between two threads and what a NIC step pays to wake
 //! nobody. Command: `cargo bench --bench emu_nic`.
 
@@ -41,6 +42,66 @@ fn bed(log_depth: u32, bytes: usize) -> Bed {
     let err = new_error_record(&HostMemory).unwrap();
     let sq = SendQueue::new(&HostMemory, &qp.descriptor(0, err.dev_addr(), 60_000_000_000)).unwrap();
     Bed { fabric, _nic: nic, buf, mr, sq, _qp: qp, _err: err }
+}
+
+/// Two NICs with a connected QP pair; rank 0 puts and signals into rank 1.
+struct PutSignalPair {
+    fabric: Fabric,
+    _nics: [EmuNic; 2],
+    _bufs: [GpuBuf; 2],
+    mrs: [Region; 2],
+    addrs: [u64; 2],
+    sq: SendQueue,
+    _qps: [EmuQp; 2],
+    _err: GpuBuf,
+}
+
+impl PutSignalPair {
+    fn new() -> PutSignalPair {
+        let fabric = Fabric::threads();
+        let nics = [0, 1].map(|_| EmuNic::new(&fabric, NicConfig::default()).unwrap());
+        let pds = [nics[0].alloc_pd(), nics[1].alloc_pd()];
+        let bufs = [0, 1].map(|_| HostMemory.alloc(4096, 4096, Object::WindowData).unwrap());
+        // SAFETY: the buffers outlive the registrations (dropped after the NICs stop).
+        let mrs = [0, 1].map(|i| unsafe { nics[i].reg_mr(pds[i], bufs[i].host_addr().unwrap(), 4096, Access::all()) }.unwrap());
+        let qps = [0, 1].map(|i| {
+            EmuQp::create(&nics[i], pds[i], QueueMem::new(&HostMemory, 10, RingHome::Host).unwrap()).unwrap()
+        });
+        qps[0].connect(nics[1].node(), qps[1].qpn).unwrap();
+        qps[1].connect(nics[0].node(), qps[0].qpn).unwrap();
+        let err = new_error_record(&HostMemory).unwrap();
+        let sq = SendQueue::new(&HostMemory, &qps[0].descriptor(0, err.dev_addr(), 60_000_000_000)).unwrap();
+        let addrs = [bufs[0].dev_addr(), bufs[1].dev_addr()];
+        PutSignalPair { fabric, _nics: nics, _bufs: bufs, mrs, addrs, sq, _qps: qps, _err: err }
+    }
+
+    fn one(&self, cqe: bool) {
+        let put = rust_gin_mlx5_request {
+            opcode: opcode::RDMA_WRITE,
+            length: 8,
+            lkey: self.mrs[0].lkey,
+            laddr: self.addrs[0],
+            rkey: self.mrs[1].rkey,
+            raddr: self.addrs[1] + 64,
+            ..Default::default()
+        };
+        let signal = rust_gin_mlx5_request {
+            opcode: opcode::ATOMIC_FA,
+            flags: if cqe { rccl_rust_gin::abi::RUST_GIN_REQ_SIGNALED as u8 } else { 0 },
+            length: 8,
+            lkey: self.mrs[0].lkey,
+            laddr: self.addrs[0] + 8,
+            rkey: self.mrs[1].rkey,
+            raddr: self.addrs[1],
+            operand0: 1,
+            ..Default::default()
+        };
+        self.sq.post(&[put, signal]).unwrap();
+        self.fabric.step_until_idle();
+        if cqe {
+            self.sq.poll().unwrap();
+        }
+    }
 }
 
 /// Posts `reqs` (deferred, one doorbell), then times the NIC consuming them.
@@ -105,6 +166,27 @@ fn emu_nic(c: &mut Criterion) {
         bn.iter(|| {
             // SAFETY: the bed's queue is live.
             unsafe { rccl_rust_gin::device::ring_by_hand(&d, 0, 0) }
+        })
+    });
+
+    // A full step that finds nothing (one QP, nothing rung, nothing in
+    // flight): what the polling thread's idle rounds now skip unless woken
+    // (host/emu/nic/mod.rs, poll_loop).
+    let b = bed(6, 4096);
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("idle_step", |bn| bn.iter(|| assert!(!b._nic.step())));
+
+    // One put+signal between two NICs, as gin-perf's direct path posts it
+    // (an 8-byte WRITE and an 8-byte fetch-add on the signal word, one
+    // doorbell; a CQE asked for every 64th operation), and both NICs
+    // stepped until nothing moves: requester, responder, ACK, CQE.
+    let pair = PutSignalPair::new();
+    let mut k = 0u64;
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("put_signal_two_nics", |bn| {
+        bn.iter(|| {
+            k += 1;
+            pair.one(k % 64 == 0)
         })
     });
     g.finish();

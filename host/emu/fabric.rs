@@ -6,6 +6,7 @@
 use super::packet::Packet;
 use super::shm::{SendError, ShmWire};
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
 /// Something the fabric can step (a NIC), for the deterministic mode.
@@ -44,6 +45,12 @@ impl std::fmt::Display for WireError {
 
 struct Node {
     inbox: Mutex<VecDeque<Packet>>,
+    /// Whether `inbox` may hold packets: set by a sender under the lock,
+    /// cleared by the receiver that empties it. A receiver that finds it
+    /// clear takes no lock (every step of a NIC looks; most find nothing).
+    /// A packet pushed after that look wakes the NIC (Stepper::wake), whose
+    /// next step finds the flag set.
+    queued: AtomicBool,
     nic: Weak<dyn Stepper>,
 }
 
@@ -124,7 +131,7 @@ impl Fabric {
         match &*self.0 {
             Kind::Threads(t) => {
                 let mut nodes = t.nodes.write().unwrap_or_else(|e| e.into_inner());
-                nodes.push(Some(Arc::new(Node { inbox: Mutex::new(VecDeque::new()), nic })));
+                nodes.push(Some(Arc::new(Node { inbox: Mutex::new(VecDeque::new()), queued: AtomicBool::new(false), nic })));
                 Ok((nodes.len() - 1) as u32)
             }
             Kind::Shm(s) => s.join(),
@@ -155,7 +162,10 @@ impl Fabric {
         match &*self.0 {
             Kind::Threads(_) => {
                 let node = self.node(p.dst_node).ok_or(SendError::Wire(WireError::UnknownNode(p.dst_node)))?;
-                node.inbox.lock().unwrap_or_else(|e| e.into_inner()).push_back(p);
+                let mut inbox = node.inbox.lock().unwrap_or_else(|e| e.into_inner());
+                inbox.push_back(p);
+                node.queued.store(true, Ordering::Release);
+                drop(inbox);
                 if let Some(nic) = node.nic.upgrade() {
                     nic.wake();
                 }
@@ -181,6 +191,7 @@ impl Fabric {
                 } else {
                     inbox.extend(q.drain(..));
                 }
+                node.queued.store(true, Ordering::Release);
                 drop(inbox);
                 if let Some(nic) = node.nic.upgrade() {
                     nic.wake();
@@ -208,14 +219,22 @@ impl Fabric {
     /// in-process inbox). Returns how many.
     pub fn recv_batch(&self, node: u32, out: &mut VecDeque<Packet>, max: usize) -> usize {
         match &*self.0 {
-            Kind::Threads(_) => {
-                let Some(n) = self.node(node) else { return 0 };
+            Kind::Threads(t) => {
+                // Under the read lock, without taking a reference count.
+                let nodes = t.nodes.read().unwrap_or_else(|e| e.into_inner());
+                let Some(Some(n)) = nodes.get(node as usize) else { return 0 };
+                if !n.queued.load(Ordering::Acquire) {
+                    return 0;
+                }
                 let mut inbox = n.inbox.lock().unwrap_or_else(|e| e.into_inner());
                 let k = inbox.len().min(max);
                 if k == inbox.len() && out.is_empty() {
                     std::mem::swap(&mut *inbox, out); // all of it: trade buffers
                 } else {
                     out.extend(inbox.drain(..k));
+                }
+                if inbox.is_empty() {
+                    n.queued.store(false, Ordering::Relaxed);
                 }
                 k
             }

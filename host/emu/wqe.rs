@@ -89,6 +89,7 @@ pub enum WqeOp<'a> {
 
 impl WqeOp<'_> {
     /// Bytes the operation moves.
+    #[inline]
     pub fn length(&self) -> u64 {
         match self {
             WqeOp::Nop => 0,
@@ -260,7 +261,9 @@ fn decode_with(bytes: &[u8], index: u16, qpn: u32, transport: usize) -> Result<W
         }
         other => return fail(syndrome::LOCAL_QP_OP_ERR, format!("unsupported opcode {other:#x}")),
     };
-    if op.length() > MAX_MESSAGE {
+    // Only a list can add up past 2 GiB (inline data fits in the WQE).
+    let listed = matches!(&op, WqeOp::Write { inline: None, .. } | WqeOp::Read { .. });
+    if listed && op.length() > MAX_MESSAGE {
         return fail(syndrome::LOCAL_LENGTH_ERR, format!("message of {} bytes exceeds 2 GiB", op.length()));
     }
     Ok(Wqe { ctrl: c, op, wqebbs })

@@ -267,7 +267,10 @@ struct State {
     outbox: Outbox,
     /// Packets taken from the wire for this step (reused buffer).
     inbox: VecDeque<Packet>,
-    last_peer_check: Instant,
+    /// run_sq's copy of the WQE it decodes (kept: requester.rs).
+    wqe_buf: Vec<u8>,
+    /// When check_peers last looked (outbox::coarse_now).
+    last_peer_check: Duration,
     next_qpn: u32,
     next_cqn: u32,
     next_pd: u32,
@@ -286,6 +289,10 @@ struct Inner {
     trace: Mutex<Option<Vec<TraceEntry>>>,
     /// Whether `trace` records: checked per WQE without taking its lock.
     tracing: AtomicBool,
+    /// Set by a step that left nothing waiting on time (no READ data held
+    /// back, nothing the wire refused): until a doorbell or a packet wakes
+    /// the NIC, another step would find nothing (poll_loop).
+    settled: AtomicBool,
 }
 
 /// One executed WQE, as the optional execution trace records it.
@@ -440,7 +447,8 @@ impl EmuNic {
                 posted: VecDeque::new(),
                 outbox: Outbox::default(),
                 inbox: VecDeque::new(),
-                last_peer_check: Instant::now(),
+                wqe_buf: Vec::new(),
+                last_peer_check: outbox::coarse_now(),
                 next_qpn: QPN_BASE - 1,
                 next_cqn: 0x40,
                 next_pd: 1,
@@ -451,6 +459,7 @@ impl EmuNic {
             poller: Mutex::new(None),
             trace: Mutex::new(None),
             tracing: AtomicBool::new(false),
+            settled: AtomicBool::new(false),
         });
         let port: Arc<dyn Stepper> = Arc::new(Port(Arc::downgrade(&inner)));
         let node = fabric.join(Arc::downgrade(&port)).map_err(|e| NicError::Wire(e.to_string()))?;
@@ -776,20 +785,40 @@ fn poll_loop(weak: Weak<Inner>) {
     // condition variable costs tens of microseconds on a busy machine, which
     // would dominate every emulated latency.
     const SPIN_ROUNDS: u32 = 64;
+    // An idle round does a full step only this often unless woken (timers:
+    // check_peers, a destination that stays stuck). Between, it looks at
+    // one flag: a full step that finds nothing still takes two locks and
+    // ~240 instructions (benches/emu_nic.rs, idle_step; ~0.5 µs before),
+    // and on two cores shared by the requesters and both NICs idle steps
+    // take CPU from the threads with work (docs/performance.md, "Instruction counts, where wall
+    // clock cannot decide").
+    const FULL_STEP_EVERY: u32 = 16;
     let mut idle = 0u32;
     loop {
         let Some(inner) = weak.upgrade() else { return };
         if inner.stop.load(Ordering::Relaxed) {
             return;
         }
+        // Cleared before the step looks at anything: a doorbell or packet
+        // from now on sets it again, and the next round steps in full.
+        inner.hub.woken.store(false, Ordering::SeqCst);
         if inner.step() {
             idle = 0;
             continue;
         }
         idle += 1;
         if idle < SPIN_ROUNDS {
+            let hub = inner.hub.clone();
+            // Packets over shared memory wake nobody: every round steps.
+            let skip = inner.settled.load(Ordering::Relaxed) && !inner.fabric.is_shared_memory();
             drop(inner);
             std::thread::yield_now();
+            if skip {
+                while idle + 1 < SPIN_ROUNDS && !idle.is_multiple_of(FULL_STEP_EVERY) && !hub.woken.load(Ordering::SeqCst) {
+                    idle += 1;
+                    std::thread::yield_now();
+                }
+            }
             continue;
         }
         // Sleep until woken; cross-process packets do not wake us, so poll

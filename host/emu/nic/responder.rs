@@ -59,7 +59,7 @@ impl Inner {
     }
 
     /// Responder side: executes one request packet.
-    pub(super) fn respond(&self, st: &mut State, p: Packet) {
+    pub(super) fn respond(&self, st: &mut State, p: &Packet) {
         // One lookup: the QP's protection domain and whether this message
         // already failed come with the acceptance check. A DC target (DCT)
         // accepts any initiator that presents its DC key.
@@ -90,7 +90,7 @@ impl Inner {
             // gives up: report what the requester would end with.
             bump(&self.counters.packets_dropped, 1);
             if !matches!(&p.body, Body::Write { last: false, .. }) {
-                self.reply(&mut st.outbox, &p, Body::Nak { syndrome: syndrome::TRANSPORT_RETRY_EXC_ERR });
+                self.reply(&mut st.outbox, p, Body::Nak { syndrome: syndrome::TRANSPORT_RETRY_EXC_ERR });
             }
             return;
         };
@@ -116,7 +116,7 @@ impl Inner {
                 if let Err(e) = check {
                     mark_failed(st, p.msg);
                     self.flush_ack(st, p.dst_qpn);
-                    self.reply(&mut st.outbox, &p, Body::Nak { syndrome: remote_syndrome(e) });
+                    self.reply(&mut st.outbox, p, Body::Nak { syndrome: remote_syndrome(e) });
                     return;
                 }
                 // SAFETY: [raddr, raddr+total) lies in a registered region, and
@@ -132,22 +132,22 @@ impl Inner {
                             if dct { Err(syndrome::REMOTE_OP_ERR) } else { self.deliver_imm(st, p.dst_qpn, *imm, *total as u32) };
                         if let Err(s) = delivered {
                             self.flush_ack(st, p.dst_qpn);
-                            self.reply(&mut st.outbox, &p, Body::Nak { syndrome: s });
+                            self.reply(&mut st.outbox, p, Body::Nak { syndrome: s });
                             return;
                         }
                     }
                     if dct {
                         // No coalescing across DC initiators: ACK now.
-                        self.reply(&mut st.outbox, &p, Body::Ack);
+                        self.reply(&mut st.outbox, p, Body::Ack);
                     } else {
-                        self.defer_ack(st, &p);
+                        self.defer_ack(st, p);
                     }
                 }
             }
             Body::Read { raddr, rkey, len } => {
                 self.flush_ack(st, p.dst_qpn);
                 match st.mrs.check_remote(pd, *rkey, *raddr, *len, Access::REMOTE_READ) {
-                    Err(e) => self.reply(&mut st.outbox, &p, Body::Nak { syndrome: remote_syndrome(e) }),
+                    Err(e) => self.reply(&mut st.outbox, p, Body::Nak { syndrome: remote_syndrome(e) }),
                     Ok(_) => {
                         let mtu = self.config.mtu as u64;
                         let mut off = 0;
@@ -157,7 +157,7 @@ impl Inner {
                             let data = unsafe { dma_read(raddr + off, n as usize) };
                             bump(&self.counters.payload_bytes, n);
                             let last = off + n == *len;
-                            self.reply(&mut st.outbox, &p, Body::ReadResponse { offset: off, last, data });
+                            self.reply(&mut st.outbox, p, Body::ReadResponse { offset: off, last, data });
                             off += n;
                             if last {
                                 break;
@@ -169,11 +169,11 @@ impl Inner {
             Body::Atomic { kind, raddr, rkey, swap_add, compare } => {
                 self.flush_ack(st, p.dst_qpn);
                 if raddr % 8 != 0 {
-                    self.reply(&mut st.outbox, &p, Body::Nak { syndrome: syndrome::REMOTE_INVAL_REQ_ERR });
+                    self.reply(&mut st.outbox, p, Body::Nak { syndrome: syndrome::REMOTE_INVAL_REQ_ERR });
                     return;
                 }
                 match st.mrs.check_remote(pd, *rkey, *raddr, 8, Access::REMOTE_ATOMIC) {
-                    Err(e) => self.reply(&mut st.outbox, &p, Body::Nak { syndrome: remote_syndrome(e) }),
+                    Err(e) => self.reply(&mut st.outbox, p, Body::Nak { syndrome: remote_syndrome(e) }),
                     Ok(_) => {
                         // SAFETY: 8-aligned and inside a registered region; the
                         // owner reads it with atomics (a signal or counter).
@@ -187,7 +187,7 @@ impl Inner {
                         };
                         bump(&self.counters.payload_bytes, 8);
                         st.written.push((*raddr, 8));
-                        self.reply(&mut st.outbox, &p, Body::AtomicResponse { old });
+                        self.reply(&mut st.outbox, p, Body::AtomicResponse { old });
                     }
                 }
             }
