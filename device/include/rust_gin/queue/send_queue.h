@@ -325,86 +325,65 @@ class SendQueue {
   // data landed) or when the newest WQE requests no CQE. It is a signalled
   // DUMP when the queue has a flush byte (mlx5/wire.h, OP_DUMP: its read of
   // local memory cannot pass the READs' data writes), else a NOP; either
-  // way its small fence holds it behind earlier READs and atomics. Rings
-  // whatever is published but not rung.
+  // way its small fence holds it behind earlier READs and atomics. The
+  // families without NOP or DUMP post a fenced 1-byte WRITE instead, after
+  // READs only. Rings whatever is published but not rung.
   RG_INLINE int flush_target(uint64_t* target) {
-    if constexpr (!F::kFlushWqe) {
-      return flush_target_signalled(target);
-    } else {
-      if (failed()) return RUST_GIN_ERR_QP_FAILED;
-      const uint64_t t = atomic_load(&st_->ready, __ATOMIC_ACQUIRE, Scope::agent);
-      // Ordered by the acquire above: every READ published below t is in read_end.
-      const uint64_t reads = atomic_load(&st_->read_end, __ATOMIC_RELAXED, Scope::agent);
-      const uint64_t dumped = atomic_load(&st_->dump_end, __ATOMIC_RELAXED, Scope::agent);
-      const uint32_t lkey = rd(d_->flush_lkey);
-      if (!(lkey && reads && reads >= dumped)) {
-        // A DUMP posted by another flush covers our READs: wait for it too.
-        *target = reads && dumped > t ? dumped : t;
-        if (*target == 0 || atomic_load(&st_->done, __ATOMIC_ACQUIRE, Scope::agent) >= *target) return RUST_GIN_OK;
-        if (atomic_load(&st_->last_signaled, __ATOMIC_RELAXED, Scope::agent) >= *target) {
-          ring();
-          return RUST_GIN_OK;
-        }
-      }
-      Request r = {};
-      r.flags = REQ_SIGNALED | REQ_SMALL_FENCE;
-      r.length = 1;
-      r.lkey = lkey;
-      r.laddr = rd(d_->flush_addr);
-      uint64_t idx = 0;
-      // Two posts, each of a known opcode: a WQE builder for an opcode known
-      // only at run time costs 9 more VGPRs in every kernel that flushes.
-      int s;
-      if (lkey) {
-        r.opcode = OP_DUMP;
-        s = post_one(r, &idx);
-      } else {
-        r.opcode = OP_NOP;
-        s = post_one(r, &idx);
-      }
-      if (s) return s;
-      // After the post: a flush that sees dump_end finds the DUMP published.
-      if (lkey) atomic_fetch_max(&st_->dump_end, idx + 1, __ATOMIC_RELAXED, Scope::agent);
-      *target = idx + 1;
-      return RUST_GIN_OK;
-    }
-  }
-
-  // flush_target of a family without a flush WQE (no NOP, no DUMP): every
-  // batch's last WQE asks for a CQE (wants_cqe), so the newest published
-  // WQE is signalled and its completion covers everything. After READs
-  // that a flush WQE did not cover yet, and where the descriptor names a
-  // flush byte, a signalled 1-byte WRITE from the local flush byte to the
-  // peer's (abi/nic_queue.h) is posted behind a fence instead of a DUMP:
-  // the fence starts it after the READs completed, and the NIC's read of
-  // local memory cannot pass its PCIe writes of their data, so its
-  // completion proves the data landed.
-  RG_INLINE int flush_target_signalled(uint64_t* target) {
     if (failed()) return RUST_GIN_ERR_QP_FAILED;
-    const uint64_t t = atomic_load(&st_->ready, __ATOMIC_ACQUIRE, Scope::agent);
-    const uint64_t reads = atomic_load(&st_->read_end, __ATOMIC_RELAXED, Scope::agent);
-    const uint64_t dumped = atomic_load(&st_->dump_end, __ATOMIC_RELAXED, Scope::agent);
     const uint32_t lkey = rd(d_->flush_lkey);
-    if (!(lkey && reads && reads >= dumped)) {
-      *target = reads && dumped > t ? dumped : t;
+    if (flush_covered(lkey, target)) {
       if (*target == 0 || atomic_load(&st_->done, __ATOMIC_ACQUIRE, Scope::agent) >= *target) return RUST_GIN_OK;
-      ring();
-      return RUST_GIN_OK;
+      // A family without a flush WQE signals every batch's last WQE (wants_cqe).
+      if (!F::kFlushWqe || atomic_load(&st_->last_signaled, __ATOMIC_RELAXED, Scope::agent) >= *target) {
+        ring();
+        return RUST_GIN_OK;
+      }
     }
     Request r = {};
-    r.opcode = OP_RDMA_WRITE;
-    r.flags = REQ_SIGNALED | REQ_SMALL_FENCE;  // behind READs and atomics, as mlx5's DUMP
+    r.flags = REQ_SIGNALED | REQ_SMALL_FENCE;
     r.length = 1;
     r.lkey = lkey;
     r.laddr = rd(d_->flush_addr);
-    r.rkey = rd(d_->flush_rkey);
-    r.raddr = rd(d_->flush_raddr);
     uint64_t idx = 0;
-    const int s = post_one(r, &idx);
+    int s;
+    if constexpr (!F::kFlushWqe) {
+      // No DUMP (bnxt_re, ionic): a 1-byte WRITE read from the flush byte to
+      // the peer's (abi/nic_queue.h). Its gather is the local read that
+      // cannot pass the READs' data writes; the small fence starts it after
+      // the READs completed.
+      r.opcode = OP_RDMA_WRITE;
+      r.rkey = rd(d_->flush_rkey);
+      r.raddr = rd(d_->flush_raddr);
+      s = post_one(r, &idx);
+    } else if (lkey) {
+      // Two posts, each of a known opcode: a WQE builder for an opcode known
+      // only at run time costs 9 more VGPRs in every kernel that flushes.
+      r.opcode = OP_DUMP;
+      s = post_one(r, &idx);
+    } else {
+      r.opcode = OP_NOP;
+      s = post_one(r, &idx);
+    }
     if (s) return s;
-    atomic_fetch_max(&st_->dump_end, idx + 1, __ATOMIC_RELAXED, Scope::agent);
+    // After the post: a flush that sees dump_end finds the flush WQE published.
+    if (lkey) atomic_fetch_max(&st_->dump_end, idx + 1, __ATOMIC_RELAXED, Scope::agent);
     *target = idx + 1;
     return RUST_GIN_OK;
+  }
+
+  // Whether everything published is covered without a flush WQE: true, with
+  // the completion index to wait for in *target, unless READs were published
+  // since the newest flush WQE and the queue has a flush byte (lkey). A
+  // flush WQE posted by another flush covers our READs: its index is waited
+  // for too.
+  RG_INLINE bool flush_covered(uint32_t lkey, uint64_t* target) {
+    const uint64_t t = atomic_load(&st_->ready, __ATOMIC_ACQUIRE, Scope::agent);
+    // Ordered by the acquire above: every READ published below t is in read_end.
+    const uint64_t reads = atomic_load(&st_->read_end, __ATOMIC_RELAXED, Scope::agent);
+    const uint64_t dumped = atomic_load(&st_->dump_end, __ATOMIC_RELAXED, Scope::agent);
+    if (lkey && reads && reads >= dumped) return false;
+    *target = reads && dumped > t ? dumped : t;
+    return true;
   }
 
   // Waits until every WQE published so far has completed.
