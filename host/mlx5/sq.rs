@@ -185,7 +185,7 @@ impl SendQueue {
         let (_, error) = self.state_and_error();
         // SAFETY: `error` points at a live record; read by value.
         let r = unsafe { std::ptr::read_volatile(error as *const rust_gin_error) };
-        DeviceError::from_record(&r)
+        DeviceError::from_record(&r).map(|e| e.on_family(self.family))
     }
 }
 

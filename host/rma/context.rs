@@ -125,8 +125,9 @@ impl Queue {
         self.sq.state().doorbells
     }
 
+    /// The queue's sticky error, its status named in the family's table.
     fn error(&self) -> Option<DeviceError> {
-        DeviceError::from_record(&self.error.read_pod::<rust_gin_error>(0))
+        DeviceError::from_record(&self.error.read_pod::<rust_gin_error>(0)).map(|e| e.on_family(self.sq.family()))
     }
 
     fn failed(&self) -> bool {

@@ -114,7 +114,7 @@ pub(crate) fn create_context(coll_comm: *mut c_void, cfg: RawConfig, rma_ctx: *m
     };
     let ctx = Arc::new(RmaContext::create(coll.clone(), s, peers)?);
     let built = built_line(&coll, ctx.queue_pairs(), ctx.peers(), s.n_contexts, s.log_depth, s.traffic_class);
-    info_line!(INIT, "RMA plugin: {built}, {scope})");
+    info_line!(INIT, "RMA plugin: {built}, {scope}), {} queues", ctx.family().name());
     *rc = CONTEXTS.insert(ctx.clone());
     Ok(ctx)
 }

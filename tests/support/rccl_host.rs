@@ -365,12 +365,19 @@ pub fn context_family(h: *const std::ffi::c_void, ctx: u32) -> u32 {
 /// them into GPU memory). Each test checks that its contexts really have the
 /// family ([`context_family`]) and the mode. A no-op in a rerun.
 pub fn rerun_on_families(tests: &[&str]) {
+    rerun_on_families_in(&["auto", "atomic"], tests);
+}
+
+/// As [`rerun_on_families`], in the signal modes named (the RMA plugin's
+/// signals are remote atomics: its data path reruns with `atomic`, and its
+/// refusal of the families' `auto` is a test of its own).
+pub fn rerun_on_families_in(modes: &[&str], tests: &[&str]) {
     if family_asked().is_some() || dc_asked() {
         println!("already a rerun on another family or on DC");
         return;
     }
     for family in ["bnxt_re", "ionic"] {
-        for mode in ["auto", "atomic"] {
+        for &mode in modes {
             rerun_with(
                 &format!("{family} with {mode} signals"),
                 &[("RCCL_RUST_GIN_EMU_FAMILY", family), ("RCCL_RUST_GIN_SIGNAL_MODE", mode)],
