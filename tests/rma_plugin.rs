@@ -534,6 +534,7 @@ const FAMILY_TESTS: &[&str] = &[
     "a_put_to_a_deregistered_window_fails_and_is_reported_without_hanging",
     "proxy_progress_mode",
     "aggregated_requests_time_from_their_doorbell_and_never_stall_a_full_queue",
+    "a_full_queue_in_proxy_mode_gets_room_by_driving_the_nic",
 ];
 
 #[test]
@@ -1989,5 +1990,48 @@ fn short_timeout_child_body() {
                 close(api, r);
             });
         }
+    });
+}
+
+const FULL_QUEUE_CHILD: &str = "RUST_GIN_RMA_FULL_QUEUE_CHILD";
+
+/// A burst three rings long, nothing tested in between, on a NIC that moves
+/// only when the proxy drives it: each post that finds the ring full waits
+/// for room by driving the NIC itself, and never leaves the device
+/// producer's own credit wait to spin where nothing drives it. On ionic the
+/// ring's last WQE stays free (ionic/family.h kRingSlack): the plugin's room
+/// check must leave it too, or the post that fills it times out.
+#[test]
+fn a_full_queue_in_proxy_mode_gets_room_by_driving_the_nic() {
+    run_child("full_queue_child", FULL_QUEUE_CHILD, &[("RCCL_RUST_GIN_EMU_PROGRESS", "proxy")]);
+}
+
+#[test]
+#[ignore = "run by a_full_queue_in_proxy_mode_gets_room_by_driving_the_nic in a child process"]
+fn full_queue_child() {
+    assert!(std::env::var(FULL_QUEUE_CHILD).is_ok(), "full_queue_child runs only as its parent's child");
+    on_family(1, || {
+        let api = linked();
+        let r = solo(api);
+        let (res, ctx) = api.create_context(r.coll, 1, -1, 1);
+        assert_eq!(res, OK);
+        let src = buf(4096);
+        let dst = buf(4096);
+        let (sm, dm) = (api.reg_ok(r.coll, &src, NCCL_PTR_CUDA), api.reg_ok(r.coll, &dst, NCCL_PTR_CUDA));
+        let mut reqs = Vec::new();
+        for i in 0..3 * 512u64 {
+            let mut q = NULL;
+            let (res, l) = warns(|| api.iput(ctx, 0, 0, sm, 8, (i % 512) * 8, dm, 0, 0, &mut q));
+            assert_eq!(res, OK, "put {i} of a burst on a full ring: {l:?}");
+            reqs.push(q);
+        }
+        for q in reqs {
+            assert_eq!(api.wait(r.coll, ctx, q), OK);
+        }
+        for m in [sm, dm] {
+            assert_eq!(api.dereg(r.coll, m), OK);
+        }
+        assert_eq!(api.destroy(ctx), OK);
+        close(api, r);
     });
 }
