@@ -543,6 +543,11 @@ fn the_same_runs_on_emulated_bnxt_re_and_ionic() {
 }
 
 #[test]
+fn with_the_knob_at_write_create_context_is_refused() {
+    rccl_host::rerun_in_write_mode(&["signals_need_remote_atomics"]);
+}
+
+#[test]
 fn on_bnxt_re_and_ionic_without_atomics_create_context_is_refused() {
     rccl_host::rerun_on_families_in(&["auto"], &["signals_need_remote_atomics"]);
 }
@@ -551,7 +556,8 @@ fn on_bnxt_re_and_ionic_without_atomics_create_context_is_refused() {
 /// the plugin's signals are remote atomics. With the knob at auto, a NIC
 /// whose probe says they do not work into GPU memory (the emulated bnxt_re
 /// and ionic report what Thor2 and Pollara do) gets createContext refused
-/// with a WARN line saying why and what to do; mlx5 gets its context.
+/// with a WARN line saying why and what to do; mlx5 gets its context. The
+/// knob at `write` (no atomics wanted) is refused on every NIC.
 #[test]
 fn signals_need_remote_atomics() {
     let api = linked();
@@ -559,6 +565,16 @@ fn signals_need_remote_atomics() {
     let ((res, ctx), lines) = warns(|| api.create_context(r.coll, 1, -1, 1));
     let mode = std::env::var("RCCL_RUST_GIN_SIGNAL_MODE").unwrap_or_default();
     match family_name() {
+        _ if mode == "write" => {
+            expect_warn(
+                res,
+                NCCL_INVALID_USAGE,
+                &lines,
+                &["createContext", "signals are remote atomics", "RCCL_RUST_GIN_SIGNAL_MODE=write asks"],
+                "createContext with the knob at write",
+            );
+            assert_eq!(ctx, NULL);
+        }
         "mlx5" => {
             assert_eq!(res, OK, "mlx5 has remote atomics: {lines:?}");
             assert_eq!(api.destroy(ctx), OK);
