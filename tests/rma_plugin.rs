@@ -467,6 +467,134 @@ fn pattern(rank: usize, i: usize) -> u8 {
     (rank * 37 + i * 11 + 3) as u8
 }
 
+// --- NIC families: the same tests on emulated bnxt_re and ionic ------------------
+
+/// The family the emulated NIC presents in this process
+/// (RCCL_RUST_GIN_EMU_FAMILY, set by a rerun), as createContext's INFO
+/// line names it.
+fn family_name() -> &'static str {
+    match rccl_host::family_asked() {
+        Some(rccl_rust_gin::abi::RUST_GIN_FAMILY_BNXT) => "bnxt_re",
+        Some(rccl_rust_gin::abi::RUST_GIN_FAMILY_IONIC) => "ionic",
+        _ => "mlx5",
+    }
+}
+
+/// A remote access error as the family's CQE reports it: (status, name).
+fn remote_access_error() -> (&'static str, &'static str) {
+    match family_name() {
+        "bnxt_re" => ("syndrome 0x07", "REM_ACC"), // BNXT_RE_REQ_ST_REM_ACC
+        "ionic" => ("syndrome 0x09", "REMOTE_ACC_ERR"), // IONIC_STS_REMOTE_ACC_ERR
+        _ => ("syndrome 0x13", "REMOTE_ACCESS_ERR"),
+    }
+}
+
+/// `lines` hold exactly `contexts` createContext INFO lines, each saying it
+/// built queues of this process's family: a rerun on bnxt_re or ionic
+/// really posted to that family's queues.
+#[track_caller]
+fn expect_family_queues(lines: &[String], contexts: usize) {
+    let built: Vec<&String> = lines.iter().filter(|l| l.contains("RMA plugin: provider") && l.contains(" built ")).collect();
+    assert_eq!(built.len(), contexts, "createContext INFO lines: {built:?}");
+    let want = format!(", {} queues", family_name());
+    assert!(built.iter().all(|l| l.contains(&want)), "not all on {}: {built:?}", family_name());
+}
+
+/// Runs `body` and, in a family rerun (one test thread, so the captured log
+/// is this test's own), checks that its `contexts` contexts had the family's
+/// queues. In the parallel main run the log is shared and mlx5 is the
+/// default, so nothing is checked there.
+fn on_family<T>(contexts: usize, body: impl FnOnce() -> T) -> T {
+    if rccl_host::family_asked().is_none() {
+        return body();
+    }
+    harness().logger.take();
+    KEPT.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    let v = body();
+    let mut lines = std::mem::take(&mut *KEPT.lock().unwrap_or_else(|e| e.into_inner()));
+    lines.extend(harness().logger.take());
+    expect_family_queues(&lines, contexts);
+    v
+}
+
+/// The tests whose data path reruns on emulated bnxt_re and ionic NICs,
+/// with RCCL_RUST_GIN_SIGNAL_MODE=atomic: the plugin's signals are remote
+/// atomics, which these emulated NICs execute (Thor2 and Pollara would not
+/// into GPU memory: see signals_need_remote_atomics).
+const FAMILY_TESTS: &[&str] = &[
+    "v16_four_ranks",
+    "v16_two_ranks",
+    "v15_two_ranks",
+    "v14_two_ranks",
+    "v13_two_ranks",
+    "v17_two_ranks",
+    "v17_connects_only_the_ranks_in_its_peer_array_with_that_many_contexts",
+    "aggregated_requests_share_one_doorbell_and_keep_data_and_order",
+    "a_signal_from_any_peer_makes_every_received_put_visible",
+    "a_put_to_a_deregistered_window_fails_and_is_reported_without_hanging",
+    "proxy_progress_mode",
+    "aggregated_requests_time_from_their_doorbell_and_never_stall_a_full_queue",
+    "a_full_queue_in_proxy_mode_gets_room_by_driving_the_nic",
+];
+
+#[test]
+fn the_same_runs_on_emulated_bnxt_re_and_ionic() {
+    rccl_host::rerun_on_families_in_modes(&["atomic"], FAMILY_TESTS);
+}
+
+#[test]
+fn with_the_knob_at_write_create_context_is_refused() {
+    rccl_host::rerun_in_write_mode(&["signals_need_remote_atomics"]);
+}
+
+#[test]
+fn on_bnxt_re_and_ionic_without_atomics_create_context_is_refused() {
+    rccl_host::rerun_on_families_in_modes(&["auto"], &["signals_need_remote_atomics"]);
+}
+
+/// RCCL's proxy GIN polls one signal word that iputSignal must add to, so
+/// the plugin's signals are remote atomics. With the knob at auto, a NIC
+/// whose probe says they do not work into GPU memory (the emulated bnxt_re
+/// and ionic report what Thor2 and Pollara do) gets createContext refused
+/// with a WARN line saying why and what to do; mlx5 gets its context. The
+/// knob at `write` (no atomics wanted) is refused on every NIC.
+#[test]
+fn signals_need_remote_atomics() {
+    let api = linked();
+    let r = solo(api);
+    let ((res, ctx), lines) = warns(|| api.create_context(r.coll, 1, -1, 1));
+    let mode = std::env::var("RCCL_RUST_GIN_SIGNAL_MODE").unwrap_or_default();
+    match family_name() {
+        _ if mode == "write" => {
+            expect_warn(
+                res,
+                NCCL_INVALID_USAGE,
+                &lines,
+                &["createContext", "signals are remote atomics", "RCCL_RUST_GIN_SIGNAL_MODE=write asks"],
+                "createContext with the knob at write",
+            );
+            assert_eq!(ctx, NULL);
+        }
+        "mlx5" => {
+            assert_eq!(res, OK, "mlx5 has remote atomics: {lines:?}");
+            assert_eq!(api.destroy(ctx), OK);
+        }
+        f => {
+            assert!(mode.is_empty() || mode == "auto", "the refusal is auto's (mode {mode:?})");
+            let why = if f == "bnxt_re" { "Thor2" } else { "Pollara" };
+            expect_warn(
+                res,
+                NCCL_INVALID_USAGE,
+                &lines,
+                &["createContext", "signals are remote atomics", "no remote atomics", why, "RCCL_RUST_GIN_SIGNAL_MODE=atomic", "NCCL_GIN_TYPE=8"],
+                "createContext on a NIC without remote atomics",
+            );
+            assert_eq!(ctx, NULL);
+        }
+    }
+    close(api, r);
+}
+
 /// A rank's objects: two plugin contexts, as RCCL makes them.
 struct Rank {
     rank: usize,
@@ -655,6 +783,10 @@ fn flow(api: Api, r: &Rank, sync: &dyn Fn()) {
 }
 
 fn run(api: Api, n: usize) {
+    on_family(n, || run_ranks(api, n))
+}
+
+fn run_ranks(api: Api, n: usize) {
     let ex = Exchange::new(n);
     std::thread::scope(|s| {
         for rank in 0..n {
@@ -786,6 +918,9 @@ fn v17_connects_only_the_ranks_in_its_peer_array_with_that_many_contexts() {
             }
         });
     });
+    if rccl_host::family_asked().is_some() {
+        expect_family_queues(&lines, n);
+    }
     for rank in 0..n {
         let built = format!("rank {rank} built 6 QPs to 2 of 4 ranks (3 context(s)");
         assert!(
@@ -950,9 +1085,20 @@ fn v17_connect_returns_when_rccl_sets_the_abort_flag() {
 fn logged<T>(f: impl FnOnce() -> T) -> (T, Vec<String>) {
     let h = harness();
     let _g = h.log_lock.lock().unwrap_or_else(|e| e.into_inner());
-    h.logger.take();
+    keep(h.logger.take());
     let v = f();
-    (v, h.logger.take())
+    let lines = h.logger.take();
+    keep(lines.clone());
+    (v, lines)
+}
+
+/// Lines logged() took, kept for [`on_family`] in a family rerun.
+static KEPT: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+fn keep(lines: Vec<String>) {
+    if rccl_host::family_asked().is_some() {
+        KEPT.lock().unwrap_or_else(|e| e.into_inner()).extend(lines);
+    }
 }
 
 /// Runs `f`, returns its result and the WARN lines it logged.
@@ -1354,6 +1500,10 @@ fn without_an_rdma_nic_the_mlx5_provider_fails_init_with_a_reason() {
 
 #[test]
 fn aggregated_requests_share_one_doorbell_and_keep_data_and_order() {
+    on_family(1, aggregated_requests_share_one_doorbell_and_keep_data_and_order_body)
+}
+
+fn aggregated_requests_share_one_doorbell_and_keep_data_and_order_body() {
     let api = linked();
     let r = solo(api);
     let (res, ctx) = api.create_context(r.coll, 2, -1, 1);
@@ -1460,6 +1610,8 @@ fn aggregated_requests_share_one_doorbell_and_keep_data_and_order() {
     assert!(q.is_null());
     assert_eq!(api.progress(ctx), OK);
     assert_eq!(doorbells() - d0, 0, "a refused request rings nothing");
+    let c = rccl_rust_gin::rma::plugin::nic_counters(r.coll).unwrap().expect("counters");
+    assert_eq!(c.doorbells_misdirected, 0, "every doorbell named its queue ({})", family_name());
 
     for m in [sm, dm, gm] {
         assert_eq!(api.dereg(r.coll, m), OK);
@@ -1476,6 +1628,10 @@ fn aggregated_requests_share_one_doorbell_and_keep_data_and_order() {
 /// visible — what getRmaProperties claims for the emulated NIC.
 #[test]
 fn a_signal_from_any_peer_makes_every_received_put_visible() {
+    on_family(4, a_signal_from_any_peer_makes_every_received_put_visible_body)
+}
+
+fn a_signal_from_any_peer_makes_every_received_put_visible_body() {
     let api = Api::V16(harness().v16);
     let n = 4;
     let ex = Exchange::new(n);
@@ -1611,7 +1767,7 @@ fn a_put_to_a_deregistered_window_fails_and_is_reported_without_hanging() {
                         res,
                         NCCL_REMOTE_ERROR,
                         &l,
-                        &["test", "iput", "rank 1", "REMOTE_ACCESS_ERR"],
+                        &["test", "iput", "rank 1", remote_access_error().1],
                         "the failed request",
                     );
                     let mut done = 0;
@@ -1659,7 +1815,7 @@ fn a_put_to_a_deregistered_window_fails_and_is_reported_without_hanging() {
         OK,
         OK,
         &lines,
-        &["rank 0", "RMA error", "rank 1", "QP", "syndrome 0x13", "REMOTE_ACCESS_ERR"],
+        &["rank 0", "RMA error", "rank 1", "QP", remote_access_error().0, remote_access_error().1],
         "queryLastError's WARN",
     );
 }
@@ -1693,6 +1849,10 @@ fn run_child(name: &str, marker: &str, env: &[(&str, &str)]) {
 #[test]
 #[ignore = "run by proxy_progress_mode in a child process"]
 fn proxy_progress_child() {
+    on_family(4, proxy_progress_child_body)
+}
+
+fn proxy_progress_child_body() {
     // Without its parent's RCCL_RUST_GIN_EMU_PROGRESS=proxy this would not
     // test proxy progress: fail rather than pass.
     assert!(std::env::var(CHILD).is_ok(), "proxy_progress_child runs only as the child of proxy_progress_mode");
@@ -1792,6 +1952,10 @@ fn aggregated_requests_time_from_their_doorbell_and_never_stall_a_full_queue() {
 #[test]
 #[ignore = "run by aggregated_requests_time_from_their_doorbell_and_never_stall_a_full_queue in a child process"]
 fn short_timeout_child() {
+    on_family(2, short_timeout_child_body)
+}
+
+fn short_timeout_child_body() {
     assert!(
         std::env::var(SHORT_TIMEOUT_CHILD).is_ok(),
         "short_timeout_child runs only as the child of aggregated_requests_time_from_their_doorbell_and_never_stall_a_full_queue"
@@ -1842,5 +2006,48 @@ fn short_timeout_child() {
                 close(api, r);
             });
         }
+    });
+}
+
+const FULL_QUEUE_CHILD: &str = "RUST_GIN_RMA_FULL_QUEUE_CHILD";
+
+/// A burst three rings long, nothing tested in between, on a NIC that moves
+/// only when the proxy drives it: each post that finds the ring full waits
+/// for room by driving the NIC itself, and never leaves the device
+/// producer's own credit wait to spin where nothing drives it. On ionic the
+/// ring's last WQE stays free (ionic/family.h kRingSlack): the plugin's room
+/// check must leave it too, or the post that fills it times out.
+#[test]
+fn a_full_queue_in_proxy_mode_gets_room_by_driving_the_nic() {
+    run_child("full_queue_child", FULL_QUEUE_CHILD, &[("RCCL_RUST_GIN_EMU_PROGRESS", "proxy")]);
+}
+
+#[test]
+#[ignore = "run by a_full_queue_in_proxy_mode_gets_room_by_driving_the_nic in a child process"]
+fn full_queue_child() {
+    assert!(std::env::var(FULL_QUEUE_CHILD).is_ok(), "full_queue_child runs only as its parent's child");
+    on_family(1, || {
+        let api = linked();
+        let r = solo(api);
+        let (res, ctx) = api.create_context(r.coll, 1, -1, 1);
+        assert_eq!(res, OK);
+        let src = buf(4096);
+        let dst = buf(4096);
+        let (sm, dm) = (api.reg_ok(r.coll, &src, NCCL_PTR_CUDA), api.reg_ok(r.coll, &dst, NCCL_PTR_CUDA));
+        let mut reqs = Vec::new();
+        for i in 0..3 * 512u64 {
+            let mut q = NULL;
+            let (res, l) = warns(|| api.iput(ctx, 0, 0, sm, 8, (i % 512) * 8, dm, 0, 0, &mut q));
+            assert_eq!(res, OK, "put {i} of a burst on a full ring: {l:?}");
+            reqs.push(q);
+        }
+        for q in reqs {
+            assert_eq!(api.wait(r.coll, ctx, q), OK);
+        }
+        for m in [sm, dm] {
+            assert_eq!(api.dereg(r.coll, m), OK);
+        }
+        assert_eq!(api.destroy(ctx), OK);
+        close(api, r);
     });
 }

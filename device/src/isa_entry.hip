@@ -50,9 +50,15 @@ RG_ISA_KERNEL(nodb, rust_gin_mlx5_build_wqe,
 // release, as every doorbell).
 RG_ISA_KERNEL(db, rust_gin_bnxt_post, (const rust_gin_nic_sq* sq, const rust_gin_mlx5_request* r, uint32_t n),
               (sq, r, n))
+RG_ISA_KERNEL(db, rust_gin_bnxt_post_deferred,
+              (const rust_gin_nic_sq* sq, const rust_gin_mlx5_request* r, uint32_t n), (sq, r, n))
+RG_ISA_KERNEL(db, rust_gin_bnxt_ring, (const rust_gin_nic_sq* sq), (sq))
 RG_ISA_KERNEL(db, rust_gin_bnxt_poll, (const rust_gin_nic_sq* sq), (sq))
 RG_ISA_KERNEL(db, rust_gin_ionic_post, (const rust_gin_nic_sq* sq, const rust_gin_mlx5_request* r, uint32_t n),
               (sq, r, n))
+RG_ISA_KERNEL(db, rust_gin_ionic_post_deferred,
+              (const rust_gin_nic_sq* sq, const rust_gin_mlx5_request* r, uint32_t n), (sq, r, n))
+RG_ISA_KERNEL(db, rust_gin_ionic_ring, (const rust_gin_nic_sq* sq), (sq))
 RG_ISA_KERNEL(db, rust_gin_ionic_poll, (const rust_gin_nic_sq* sq), (sq))
 
 // GIN operations. Out-parameters stay in registers (consumed by an empty asm

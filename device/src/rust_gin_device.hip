@@ -30,14 +30,14 @@ RG_INLINE int post_list(const rust_gin_mlx5_sq* sq, const rust_gin_mlx5_request*
 }
 
 // The same for a family F whose requests `valid` checks.
-template <class F, bool (*Valid)(const rust_gin_mlx5_request&)>
+template <class F, bool (*Valid)(const rust_gin_mlx5_request&), RingPolicy R = RingPolicy::now>
 RG_INLINE int post_family(const typename F::Desc* sq, const rust_gin_mlx5_request* reqs, uint32_t n) {
   RG_WAVE_ENTRY();
   if (!sq || (n && !reqs)) return RUST_GIN_ERR_INVALID;
   for (uint32_t i = 0; i < n; ++i) {
     if (!Valid(reqs[i])) return RUST_GIN_ERR_INVALID;
   }
-  return gin::post_in_turn<RingPolicy::now, F>(sq, [reqs](uint32_t i) { return reqs[i]; }, n, nullptr);
+  return gin::post_in_turn<R, F>(sq, [reqs](uint32_t i) { return reqs[i]; }, n, nullptr);
 }
 }  // namespace
 
@@ -87,6 +87,26 @@ RG_EXTERN_C RG_DEV int rust_gin_bnxt_post(const rust_gin_nic_sq* sq, const rust_
 
 RG_EXTERN_C RG_DEV int rust_gin_ionic_post(const rust_gin_nic_sq* sq, const rust_gin_mlx5_request* reqs, uint32_t n) {
   return post_family<ionic::Family, ionic::request_valid>(sq, reqs, n);
+}
+
+RG_EXTERN_C RG_DEV int rust_gin_bnxt_post_deferred(const rust_gin_nic_sq* sq, const rust_gin_mlx5_request* reqs,
+                                                   uint32_t n) {
+  return post_family<bnxt::Family, bnxt::request_valid, RingPolicy::defer>(sq, reqs, n);
+}
+
+RG_EXTERN_C RG_DEV int rust_gin_ionic_post_deferred(const rust_gin_nic_sq* sq, const rust_gin_mlx5_request* reqs,
+                                                    uint32_t n) {
+  return post_family<ionic::Family, ionic::request_valid, RingPolicy::defer>(sq, reqs, n);
+}
+
+RG_EXTERN_C RG_DEV void rust_gin_bnxt_ring(const rust_gin_nic_sq* sq) {
+  queue::SendQueue<bnxt::Family> q(sq);
+  q.ring();
+}
+
+RG_EXTERN_C RG_DEV void rust_gin_ionic_ring(const rust_gin_nic_sq* sq) {
+  queue::SendQueue<ionic::Family> q(sq);
+  q.ring();
 }
 
 RG_EXTERN_C RG_DEV int rust_gin_bnxt_poll(const rust_gin_nic_sq* sq) {

@@ -5,7 +5,15 @@
 //!
 //! Posting: every request ends in a WQE that asks for a CQE, so its
 //! completion is `done >= target` on its queue (completions are in order on
-//! a send queue, and every WQE is one WQEBB). Requests on one queue are posted
+//! a send queue, and every WQE is one WQEBB on mlx5, one WQE on bnxt_re and
+//! ionic: the producer counts slots of the ring either way).
+//!
+//! NIC families: mlx5, bnxt_re and ionic queues alike, through the family's
+//! entry points ([`SendQueue`]). bnxt_re and ionic have neither NOP nor DUMP,
+//! so where mlx5 posts those (an empty request, a flush after READs) they
+//! post a 1-byte WRITE from the sink's flush byte to the peer's landing byte
+//! (its sink's byte [`SINK_LANDING_BYTE`], registered for remote writes and
+//! exchanged when the queues connect), fenced for a flush. Requests on one queue are posted
 //! under the queue's lock, so a request's WQE indices are known: `first` is
 //! the reservation counter before posting and `target` the counter after.
 //!
@@ -17,13 +25,14 @@
 
 use super::memory::RmaMem;
 use crate::abi::{rust_gin_error, rust_gin_mlx5_request};
+use crate::config::SignalModeKnob;
 use crate::device::{DeviceError, DeviceStatus};
 use crate::error::{Error, Result};
 use crate::gpu::{GpuBuf, Object};
 use crate::mlx5::queue::{log_depth_for, SINK_FLUSH_BYTE};
 use crate::mlx5::sq::SendQueue;
 use crate::mlx5::wire::opcode;
-use crate::provider::{Access, MemoryRegion, QueueDescriptor, QueuePair};
+use crate::provider::{Access, MemoryRegion, NicFamily, QueueDescriptor, QueuePair};
 use crate::session::comm::CollComm;
 use crate::session::mesh::{PeerSet, QpMesh};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -31,6 +40,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 pub const MAX_CONTEXTS: i32 = 64;
+
+/// Where peers' 1-byte flush WRITEs land in the sink, on the families
+/// without a DUMP (bnxt_re, ionic): apart from the atomic result (0..8) and
+/// the flush byte the NIC reads ([`SINK_FLUSH_BYTE`]). Nobody reads it.
+pub const SINK_LANDING_BYTE: u64 = 48;
 
 /// RUST_GIN_REQ_* flags (abi/mlx5_queue.h).
 pub mod req_flags {
@@ -95,7 +109,10 @@ pub struct Queue {
     post: Mutex<()>,
     /// Published WQEs wait for a doorbell.
     deferred: AtomicBool,
+    /// Ring slots the producer may fill (the depth less the family's slack).
     depth: u64,
+    /// bnxt_re, ionic: the peer's landing byte (address, rkey).
+    landing: (u64, u32),
 }
 
 impl Queue {
@@ -108,8 +125,9 @@ impl Queue {
         self.sq.state().doorbells
     }
 
+    /// The queue's sticky error, its status named in the family's table.
     fn error(&self) -> Option<DeviceError> {
-        DeviceError::from_record(&self.error.read_pod::<rust_gin_error>(0))
+        DeviceError::from_record(&self.error.read_pod::<rust_gin_error>(0)).map(|e| e.on_family(self.sq.family()))
     }
 
     fn failed(&self) -> bool {
@@ -189,18 +207,40 @@ impl RmaContext {
         let _one_at_a_time = coll.collective.lock().unwrap_or_else(|e| e.into_inner());
         let cfg = &coll.instance.config;
         let alloc = coll.nic.allocator();
+        let family = coll.nic.family();
+        check_signals(&coll, cfg.signal_mode)?;
         let sink = alloc.alloc(64, 64, Object::Sink)?;
+        sink.write(0, &[0u8; 64]);
+        // bnxt_re, ionic: peers' flush WRITEs land in our sink.
+        let access =
+            if family == NicFamily::Mlx5 { Access::LOCAL_WRITE } else { Access::LOCAL_WRITE | Access::REMOTE_WRITE };
         // SAFETY: the buffer lives in the context, which drops the region first.
-        let sink_mr = unsafe { coll.nic.reg_mr(sink.dev_addr(), sink.len() as u64, Access::LOCAL_WRITE)? };
+        let sink_mr = unsafe { coll.nic.reg_mr(sink.dev_addr(), sink.len() as u64, access)? };
+        let mut landing = Vec::new();
+        if family != NicFamily::Mlx5 {
+            landing.extend_from_slice(&(sink.dev_addr() + SINK_LANDING_BYTE).to_le_bytes());
+            landing.extend_from_slice(&sink_mr.rkey().to_le_bytes());
+        }
         let mesh = QpMesh::build(
             &coll,
             settings.n_contexts,
             settings.log_depth,
             settings.traffic_class,
             cfg.rings_in_device_memory,
-            &[],
+            &landing,
             peers,
         )?;
+        // Each connected peer's landing byte (empty: mlx5, or not connected).
+        let landings: Vec<(u64, u32)> = mesh
+            .extras
+            .iter()
+            .map(|m| match (m.get(0..8), m.get(8..12)) {
+                (Some(a), Some(k)) => {
+                    (u64::from_le_bytes(a.try_into().expect("8")), u32::from_le_bytes(k.try_into().expect("4")))
+                }
+                _ => (0, 0),
+            })
+            .collect();
         let peers = mesh.peers;
         let npeers = peers.len() as u32;
         let timeout_ns = cfg.timeout_ns();
@@ -209,21 +249,26 @@ impl RmaContext {
             let (context, peer) = (i as u32 / npeers, peers.ranks()[i % npeers as usize]);
             let error = crate::mlx5::sq::new_error_record(&*alloc)?;
             error.write_pod(0, &rust_gin_error::default());
-            // The proxy path posts from the host through the mlx5 entry
-            // points (host/mlx5/sq.rs); other families are the GIN
-            // backend's only (docs/rma-plugin.md).
+            // Posted from the host through the family's entry points
+            // (host/mlx5/sq.rs). The flush byte is read by mlx5's DUMP; the
+            // other families' fenced WRITE reads it too and lands at the peer.
+            let landing = landings.get(peer as usize).copied().unwrap_or((0, 0));
+            let flush = sink.dev_addr() + SINK_FLUSH_BYTE;
             let desc = match qp.descriptor(peer, error.dev_addr(), timeout_ns) {
-                QueueDescriptor::Mlx5(d) => d.with_read_flush(sink.dev_addr() + SINK_FLUSH_BYTE, sink_mr.lkey()),
-                QueueDescriptor::Nic(f, _) => {
-                    return Err(Error::InvalidUsage(format!(
-                        "the RMA plugin drives mlx5 queues only; this NIC is {} (use the GIN backend, \
-                         NCCL_GIN_TYPE=8, on it)",
-                        f.name()
-                    )))
+                QueueDescriptor::Mlx5(d) => QueueDescriptor::Mlx5(d.with_read_flush(flush, sink_mr.lkey())),
+                QueueDescriptor::Nic(f, d) => {
+                    if f != family || landing.1 == 0 {
+                        return Err(Error::Internal(format!(
+                            "a {} queue to rank {peer} on a {} NIC without the peer's landing byte",
+                            f.name(),
+                            family.name()
+                        )));
+                    }
+                    QueueDescriptor::Nic(f, d.with_read_flush(flush, sink_mr.lkey(), landing.0, landing.1))
                 }
             };
-            let sq = SendQueue::new(&*alloc, &desc)?;
-            let depth = 1u64 << qp.log_slots();
+            let sq = SendQueue::for_queue(&*alloc, &desc)?;
+            let depth = (1u64 << qp.log_slots()) - sq.ring_slack();
             queues.push(Queue {
                 context,
                 peer,
@@ -233,6 +278,7 @@ impl RmaContext {
                 post: Mutex::new(()),
                 deferred: AtomicBool::new(false),
                 depth,
+                landing,
             });
         }
         let dev_handle = Box::new(crate::ffi::nccl::NcclNetDeviceHandle {
@@ -298,6 +344,38 @@ impl RmaContext {
     /// The 8-byte sink fetch-and-adds return into: (address, lkey).
     pub fn sink(&self) -> (u64, u32) {
         (self.sink.dev_addr(), self._sink_mr.lkey())
+    }
+
+    /// The NIC family of this context set's queues.
+    pub fn family(&self) -> NicFamily {
+        self.queues.first().map_or(NicFamily::Mlx5, |q| q.sq.family())
+    }
+
+    /// A request that moves nothing and completes in order on queue `qi`
+    /// (a zero-byte iput or iget): a signalled NOP on mlx5; on bnxt_re and
+    /// ionic, which have none, a signalled 1-byte WRITE of the flush byte
+    /// to the peer's landing byte.
+    pub fn empty_request(&self, qi: usize) -> rust_gin_mlx5_request {
+        self.flush_write(qi, req_flags::SIGNALED).unwrap_or_else(|| nop(req_flags::SIGNALED))
+    }
+
+    /// iflush's request on queue `qi`: a signalled request behind the small
+    /// fence that reads the local flush byte, whose completion proves every
+    /// earlier READ's data landed (the NIC's read cannot pass its writes of
+    /// that data): mlx5's DUMP, or on bnxt_re and ionic the 1-byte WRITE to
+    /// the peer's landing byte (queue/send_queue.h, flush_target_signalled).
+    pub fn flush_request(&self, qi: usize) -> rust_gin_mlx5_request {
+        let flags = req_flags::SIGNALED | req_flags::SMALL_FENCE;
+        self.flush_write(qi, flags).unwrap_or_else(|| read_flush(self.sink(), flags))
+    }
+
+    fn flush_write(&self, qi: usize, flags: u8) -> Option<rust_gin_mlx5_request> {
+        let q = &self.queues[qi];
+        if q.sq.family() == NicFamily::Mlx5 {
+            return None;
+        }
+        let (laddr, lkey) = self.sink();
+        Some(rdma(opcode::RDMA_WRITE, laddr + SINK_FLUSH_BYTE, lkey, q.landing.0, q.landing.1, 1, flags))
     }
 
     /// Checks that `mem` was registered on this context's comm.
@@ -509,6 +587,32 @@ impl RmaContext {
         let newly = self.reported.swap(count, Ordering::AcqRel) != count;
         (out, newly)
     }
+}
+
+/// The RMA plugin's signals are remote fetch-and-adds on RCCL's signal word:
+/// RCCL's proxy GIN has its kernels poll that one word and calls nothing to
+/// refresh it, so the per-sender slot writes of the GIN backend
+/// (docs/nic-families.md §7) cannot stand in. Where the capability probe
+/// says remote atomics do not work into GPU memory (Thor2, Pollara), or the
+/// knob asks for no atomics (`write`), the context is refused rather than
+/// left to post signals that hang or never land; `RCCL_RUST_GIN_SIGNAL_MODE=atomic`
+/// posts them anyway (signals in host memory; the emulated NICs execute
+/// atomics in every format).
+fn check_signals(coll: &CollComm, knob: SignalModeKnob) -> Result<()> {
+    let why: Vec<String> = match knob {
+        SignalModeKnob::Atomic => return Ok(()),
+        SignalModeKnob::Write => vec!["RCCL_RUST_GIN_SIGNAL_MODE=write asks for signals without remote atomics".into()],
+        SignalModeKnob::Auto => coll.rails.iter().filter_map(|nic| nic.capabilities().atomics_unusable()).collect(),
+    };
+    if why.is_empty() {
+        return Ok(());
+    }
+    Err(Error::InvalidUsage(format!(
+        "the RMA plugin's signals are remote atomics on RCCL's signal word, and {}; use the GIN backend \
+         (NCCL_GIN_TYPE=8), whose slot-write signals need none, or set RCCL_RUST_GIN_SIGNAL_MODE=atomic \
+         if atomics do reach the signals' memory (docs/rma-plugin.md, \"NIC families\")",
+        why.join("; ")
+    )))
 }
 
 /// A request of `len` bytes from `laddr`/`lkey` to `raddr`/`rkey`.

@@ -4,7 +4,7 @@
 //! not pass. Every function runs inside the boundary guard there and works on
 //! registry tokens, never on raw pointers RCCL hands back.
 
-use super::context::{fetch_add, nop, rdma, read_flush, req_flags, Op, Request, RmaContext, RmaSettings};
+use super::context::{fetch_add, rdma, req_flags, Op, Request, RmaContext, RmaSettings};
 use super::memory::RmaMem;
 use crate::config::Config;
 use crate::error::Result;
@@ -114,7 +114,7 @@ pub(crate) fn create_context(coll_comm: *mut c_void, cfg: RawConfig, rma_ctx: *m
     };
     let ctx = Arc::new(RmaContext::create(coll.clone(), s, peers)?);
     let built = built_line(&coll, ctx.queue_pairs(), ctx.peers(), s.n_contexts, s.log_depth, s.traffic_class);
-    info_line!(INIT, "RMA plugin: {built}, {scope})");
+    info_line!(INIT, "RMA plugin: {built}, {scope}), {} queues", ctx.family().name());
     *rc = CONTEXTS.insert(ctx.clone());
     Ok(ctx)
 }
@@ -345,8 +345,8 @@ pub(crate) fn iput(
     let mut reqs = Vec::with_capacity(1);
     if size == 0 {
         // Nothing to move (a WRITE of length 0 would mean 2 GiB to mlx5):
-        // a NOP keeps the request's place and completion order.
-        reqs.push(nop(req_flags::SIGNALED));
+        // a request that moves nothing keeps its place and completion order.
+        reqs.push(ctx.empty_request(qi));
         return publish(&ctx, qi, &reqs, Op::Nop, aggregate, request);
     }
     transfers(opcode::RDMA_WRITE, local, (remote.addr, remote.rkey), size, req_flags::SIGNALED, &mut reqs);
@@ -438,15 +438,17 @@ pub(crate) fn iget(
     let local = local_m.local(local_off, size, "iget destination")?;
     let mut reqs = Vec::with_capacity(1);
     if size == 0 {
-        reqs.push(nop(req_flags::SIGNALED));
+        reqs.push(ctx.empty_request(qi));
         return publish(&ctx, qi, &reqs, Op::Nop, aggregate, request);
     }
     transfers(opcode::RDMA_READ, local, (remote.addr, remote.rkey), size, req_flags::SIGNALED, &mut reqs);
     publish(&ctx, qi, &reqs, Op::Get, aggregate, request)
 }
 
-/// iflush: a signalled DUMP with the small fence behind everything posted to
-/// `rank` in `context`: it starts after earlier READs and atomics completed,
+/// iflush: a signalled DUMP (bnxt_re, ionic: a 1-byte WRITE to the peer's
+/// landing byte; [`RmaContext::flush_request`]) with the small fence behind
+/// everything posted to `rank` in `context`: it starts after earlier READs
+/// and atomics completed,
 /// and its read of local memory cannot pass their data's writes, so once
 /// test() reports it done every earlier get's data is in local memory (a
 /// READ's own CQE does not prove that). `mhandle` (RCCL passes its signal
@@ -465,7 +467,7 @@ pub(crate) fn iflush(
     if !mhandle.is_null() {
         mem(&ctx, mhandle, "mhandle")?;
     }
-    let reqs = [read_flush(ctx.sink(), req_flags::SIGNALED | req_flags::SMALL_FENCE)];
+    let reqs = [ctx.flush_request(qi)];
     publish(&ctx, qi, &reqs, Op::Flush, false, request)
 }
 

@@ -228,6 +228,17 @@ fn run(args: Args) -> Result<(), String> {
     // provider below.
     // SAFETY: no other thread of this process exists yet.
     unsafe { std::env::set_var("RCCL_RUST_GIN_EMU_FAMILY", config.emu_family.name()) };
+    if config.emu_family != rccl_rust_gin::provider::NicFamily::Mlx5 {
+        // The RMA plugin's signals are remote atomics, which it refuses on
+        // NICs without them (docs/rma-plugin.md); the emulated NIC executes
+        // them in any family, so the proxy path runs with them asked for.
+        // SAFETY: as above.
+        unsafe { std::env::set_var("RCCL_RUST_GIN_SIGNAL_MODE", "atomic") };
+        eprintln!(
+            "gin-perf: proxy path on {}: atomic signals (the RMA plugin's only kind; emulated, the hardware has none)",
+            config.emu_family.name()
+        );
+    }
     let emulated = config.provider == ProviderKind::Emu;
     // The RMA plugin (the proxy path) reads its provider from the
     // environment, as it does under RCCL.

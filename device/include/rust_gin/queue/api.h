@@ -17,6 +17,15 @@
 // encode (NOP, DUMP, inline other than a WRITE of 1..8 bytes).
 RG_EXTERN_C RG_DEV int rust_gin_bnxt_post(const rust_gin_nic_sq* sq, const rust_gin_mlx5_request* reqs, uint32_t n);
 RG_EXTERN_C RG_DEV int rust_gin_ionic_post(const rust_gin_nic_sq* sq, const rust_gin_mlx5_request* reqs, uint32_t n);
+// Posts and publishes without ringing, as rust_gin_mlx5_post_deferred; a
+// later _ring (or a ringing post) sends them. The RMA plugin's aggregation.
+RG_EXTERN_C RG_DEV int rust_gin_bnxt_post_deferred(const rust_gin_nic_sq* sq, const rust_gin_mlx5_request* reqs,
+                                                   uint32_t n);
+RG_EXTERN_C RG_DEV int rust_gin_ionic_post_deferred(const rust_gin_nic_sq* sq, const rust_gin_mlx5_request* reqs,
+                                                    uint32_t n);
+// Rings for everything published, as rust_gin_mlx5_ring.
+RG_EXTERN_C RG_DEV void rust_gin_bnxt_ring(const rust_gin_nic_sq* sq);
+RG_EXTERN_C RG_DEV void rust_gin_ionic_ring(const rust_gin_nic_sq* sq);
 // Consumes the CQEs present and rings the CQ doorbell; RUST_GIN_ERR_CQE if
 // one was an error.
 RG_EXTERN_C RG_DEV int rust_gin_bnxt_poll(const rust_gin_nic_sq* sq);
