@@ -138,7 +138,22 @@ fn check_code_object_with(
                 Err(e) => errors.push(format!("{}: {e}", k.name)),
             }
         } else if insns.iter().any(|i| isa::store_kind(i) == Some(isa::StoreKind::Bits64)) {
-            errors.push(format!("{}: is named nodb but contains a 64-bit store (a doorbell?)", k.name));
+            // nodb: rings no send-queue doorbell. A kernel that polls a CQ
+            // of bnxt_re or ionic returns CQ credit with the CQ doorbell
+            // (rust_gin_wait); there every 64-bit store is held to that
+            // family's doorbell rule. mlx5's CQ takes a 32-bit record.
+            if isa::doorbell_record_of(&k.name, family) == isa::DoorbellRecord::None {
+                match isa::check_doorbell_rules_for(arch, &k.name, family, &insns) {
+                    Ok(r) => report.push_str(&format!(
+                        "    {} {} CQ doorbell store(s), doorbell record: None\n",
+                        r.doorbells,
+                        isa::doorbell_family(&k.name, family)
+                    )),
+                    Err(e) => errors.push(format!("{}: {e}", k.name)),
+                }
+            } else {
+                errors.push(format!("{}: is named nodb but contains a 64-bit store (a doorbell?)", k.name));
+            }
         }
     }
     if meta.iter().all(|k| !k.name.starts_with("rust_gin_isa_db_")) {
@@ -267,6 +282,32 @@ fn main() {
                 } else {
                     Err(format!("build/device.rs FAMILIES is {built:?}, tests/isa_checks.rs FAMILIES is {ours:?}").into())
                 }
+            }));
+            let archs: Vec<&'static str> = targets.split(',').map(|a| &*Box::leak(a.to_string().into_boxed_str())).collect();
+            trials.push(Trial::test("isa::vgpr_budget_exceptions_are_exact", move || {
+                // An exception must still be needed, and no looser than the
+                // kernel's largest count over the built architectures.
+                for &(family, kernel, budget) in isa::VGPR_BUDGET_EXCEPTIONS {
+                    let most = archs
+                        .iter()
+                        .map(|arch| {
+                            let meta = isa::kernel_metadata(&t.readelf, &family_object(t, arch, family));
+                            meta.iter().find(|k| k.name == kernel).map_or(0, |k| k.vgpr_count)
+                        })
+                        .max()
+                        .unwrap_or(0);
+                    // Exact only where every supported architecture was built.
+                    let all = ["gfx90a", "gfx942", "gfx950"].iter().all(|a| archs.contains(a));
+                    if most <= isa::VGPR_BUDGET || (all && most != budget) {
+                        return Err(format!(
+                            "VGPR_BUDGET_EXCEPTIONS ({family}, {kernel}, {budget}): it uses at most {most} VGPRs on \
+                             {archs:?}; set the exception to that, or remove it if that is <= {}",
+                            isa::VGPR_BUDGET
+                        )
+                        .into());
+                    }
+                }
+                Ok(())
             }));
             trials.push(Trial::test("isa::checker_parses_a_listing", || {
                 let listing = "0000000000001600 <f>:\n\tbuffer_wbl2 sc0 sc1 // 000000001600: E0A0C000\n\ts_waitcnt vmcnt(0) // 000000001608: BF8C0F70\n\tflat_store_dword v[2:3], v6 sc0 sc1 // 00000000160C: DE710000\n\tbuffer_wbl2 sc0 sc1 // 000000001614: E0A0C000\n\ts_waitcnt vmcnt(0) lgkmcnt(0) // 00000000161C: BF8C0070\n\tflat_store_dwordx2 v[4:5], v[12:13] sc0 sc1 // 000000001620: DE750000\n";
