@@ -451,22 +451,11 @@ pub const VGPR_BUDGET: u32 = 64;
 
 /// Kernels allowed more than VGPR_BUDGET in the code object of one NIC
 /// family (build/device.rs: "mlx5", "bnxt", "ionic"), each with the reason
-/// and a measurement of why (docs/nic-families.md, "Register budgets"). Never
-/// add one without measuring why.
-///
-/// The flush of bnxt_re and ionic: neither has a NOP or DUMP, so a flush
-/// behind READs posts a signalled 1-byte RDMA WRITE whose addresses and keys
-/// come from the descriptor (SendQueue::flush_target_signalled), a request
-/// of run-time fields inlined with its credit wait (the CQ poll) into both
-/// loops of flush_on; mlx5's flush WQE is a NOP or DUMP of a known opcode.
-/// Measured with clang 22 (-DRUST_GIN_FAMILIES=2 / 4): 66/67/68 (bnxt) and
-/// 68 (ionic) on gfx942/gfx90a/gfx950. A diagnostic build that wrote no
-/// WQE fields took ionic's flush from 72 to 63 (before the CQ poll's end
-/// was computed once per CQE, which took it to 68).
-pub const VGPR_BUDGET_EXCEPTIONS: &[(&str, &str, u32)] = &[
-    ("bnxt", "rust_gin_isa_db_rust_gin_flush", 68),
-    ("ionic", "rust_gin_isa_db_rust_gin_flush", 68),
-];
+/// and a measurement of why (docs/nic-families.md, "Register budgets"). None
+/// today: bnxt_re's and ionic's flush (68) came under 64 when its WRITE was
+/// built after its credit wait, ionic's put and get (67) when the CQ poll
+/// computed a CQE's end once. Never add one without measuring why.
+pub const VGPR_BUDGET_EXCEPTIONS: &[(&str, &str, u32)] = &[];
 
 /// The VGPR budget of one kernel in the code object of `family`.
 pub fn vgpr_budget(family: &str, kernel: &str) -> u32 {

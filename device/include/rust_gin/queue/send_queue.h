@@ -391,16 +391,24 @@ class SendQueue {
       ring();
       return RUST_GIN_OK;
     }
-    Request r = {};
-    r.opcode = OP_RDMA_WRITE;
-    r.flags = REQ_SIGNALED | REQ_SMALL_FENCE;  // behind READs and atomics, as mlx5's DUMP
-    r.length = 1;
-    r.lkey = lkey;
-    r.laddr = rd(d_->flush_addr);
-    r.rkey = rd(d_->flush_rkey);
-    r.raddr = rd(d_->flush_raddr);
+    // The request is built where the post writes it, after its credit
+    // wait: built before, its addresses and keys stayed live through the
+    // wait's CQ poll and cost the flush kernels 6-8 VGPRs (68 on bnxt_re
+    // and ionic; tests/isa_checks.rs holds them to 64).
     uint64_t idx = 0;
-    const int s = post_one(r, &idx);
+    const int s = post(
+        [this](uint32_t) {
+          Request r = {};
+          r.opcode = OP_RDMA_WRITE;
+          r.flags = REQ_SIGNALED | REQ_SMALL_FENCE;  // behind READs and atomics, as mlx5's DUMP
+          r.length = 1;
+          r.lkey = rd(d_->flush_lkey);
+          r.laddr = rd(d_->flush_addr);
+          r.rkey = rd(d_->flush_rkey);
+          r.raddr = rd(d_->flush_raddr);
+          return r;
+        },
+        1, &idx);
     if (s) return s;
     atomic_fetch_max(&st_->dump_end, idx + 1, __ATOMIC_RELAXED, Scope::agent);
     *target = idx + 1;
