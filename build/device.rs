@@ -2,7 +2,10 @@
 //!   librccl_rust_gin_device_<gfx>.bc  bitcode, the form RCCL's device linker injects
 //!   <gfx>.hsaco                       code object with the ISA-check entry kernels
 //!   librccl_rust_gin_device_<gfx>.a   -fgpu-rdc archive for HIP programs
-//! and, for the ISA checks' own test, code objects with planted faults.
+//! and, for the ISA checks, the same code object for every NIC family the
+//! library is not built with (isa_family_<family>_<gfx>.hsaco: each GIN
+//! operation instantiated for that family alone) and code objects with
+//! planted faults.
 
 use crate::toolchain::{self, Target, Toolchain};
 use crate::util::{env, fail, manifest_dir, out_dir, profile_dir, run};
@@ -17,6 +20,12 @@ const FAULTS: &[(&str, &str)] = &[
     ("scratch", "RUST_GIN_ISA_FAULT_SCRATCH"),
     ("dropped_wait", "RUST_GIN_ISA_FAULT_DROPPED_WAIT"),
 ];
+
+/// The NIC families one at a time, with the mask gin/family.h takes. Every
+/// family the library itself is not built for alone gets its own ISA code
+/// object, so that the checks see each family's GIN operations as a
+/// single-family GPU build inlines them (tests/isa_checks.rs).
+pub const FAMILIES: &[(&str, u32)] = &[("mlx5", 1), ("bnxt", 2), ("ionic", 4)];
 
 const LIB_SOURCE: &str = "device/src/rust_gin_device.hip";
 const ISA_SOURCE: &str = "device/src/isa_entry.hip";
@@ -43,10 +52,10 @@ pub fn gpu_families() -> u32 {
     mask
 }
 
-fn common_flags(cmd: &mut Command, target: &Target) {
+fn common_flags(cmd: &mut Command, target: &Target, families: u32) {
     let include = manifest_dir().join("device/include");
     cmd.args(["-x", "hip", "-std=c++17", "-O3", "-nogpuinc", "-nogpulib", "-Wall", "-Wextra"])
-        .arg(format!("-DRUST_GIN_FAMILIES={}", gpu_families()))
+        .arg(format!("-DRUST_GIN_FAMILIES={families}"))
         .arg(format!("--offload-arch={}", target.id))
         .arg("-I")
         .arg(include);
@@ -71,7 +80,7 @@ fn code_object_version(cmd: &mut Command, library_form: bool) {
 fn compile_bitcode(tc: &Toolchain, t: &Target, dir: &Path) -> PathBuf {
     let out = dir.join(format!("librccl_rust_gin_device_{}.bc", t.arch));
     let mut cmd = Command::new(&tc.clang);
-    common_flags(&mut cmd, t);
+    common_flags(&mut cmd, t, gpu_families());
     code_object_version(&mut cmd, true);
     cmd.args(["--cuda-device-only", "-fgpu-rdc", "-emit-llvm", "-c"])
         .arg(manifest_dir().join(LIB_SOURCE))
@@ -81,9 +90,9 @@ fn compile_bitcode(tc: &Toolchain, t: &Target, dir: &Path) -> PathBuf {
     out
 }
 
-fn compile_hsaco(tc: &Toolchain, t: &Target, out: &Path, defines: &[&str]) {
+fn compile_hsaco(tc: &Toolchain, t: &Target, out: &Path, families: u32, defines: &[&str]) {
     let mut cmd = Command::new(&tc.clang);
-    common_flags(&mut cmd, t);
+    common_flags(&mut cmd, t, families);
     for d in defines {
         cmd.arg(format!("-D{d}"));
     }
@@ -98,7 +107,7 @@ fn compile_hsaco(tc: &Toolchain, t: &Target, out: &Path, defines: &[&str]) {
 fn compile_rdc_archive(tc: &Toolchain, t: &Target, obj_dir: &Path, dir: &Path) -> PathBuf {
     let obj = obj_dir.join(format!("rust_gin_device_{}.o", t.arch));
     let mut cmd = Command::new(&tc.clang);
-    common_flags(&mut cmd, t);
+    common_flags(&mut cmd, t, gpu_families());
     code_object_version(&mut cmd, true);
     cmd.args(["-fgpu-rdc", "-fPIC", "-c"])
         .arg(manifest_dir().join(LIB_SOURCE))
@@ -148,11 +157,15 @@ pub fn build() {
                 std::fs::create_dir_all(&dir)
                     .unwrap_or_else(|e| fail(&format!("create {}: {e}", dir.display())));
                 compile_bitcode(tc, t, &dir);
-                compile_hsaco(tc, t, &dir.join(format!("{}.hsaco", t.arch)), &[]);
+                compile_hsaco(tc, t, &dir.join(format!("{}.hsaco", t.arch)), gpu_families(), &[]);
                 compile_rdc_archive(tc, t, build_dir, &dir);
                 for (name, define) in FAULTS {
                     let out = build_dir.join(format!("isa_fault_{name}_{}.hsaco", t.arch));
-                    compile_hsaco(tc, t, &out, &[define]);
+                    compile_hsaco(tc, t, &out, gpu_families(), &[define]);
+                }
+                for (family, mask) in FAMILIES.iter().filter(|(_, m)| *m != gpu_families()) {
+                    let out = build_dir.join(format!("isa_family_{family}_{}.hsaco", t.arch));
+                    compile_hsaco(tc, t, &out, *mask, &[]);
                 }
             });
         }
@@ -182,6 +195,8 @@ pub fn build() {
     println!("cargo:rustc-cfg=rust_gin_device_built");
     println!("cargo:rustc-env=RUST_GIN_GPU_TARGETS={}", archs.join(","));
     println!("cargo:rustc-env=RUST_GIN_GPU_FAMILIES={}", gpu_families());
+    let families: Vec<String> = FAMILIES.iter().map(|(f, m)| format!("{f}={m}")).collect();
+    println!("cargo:rustc-env=RUST_GIN_ISA_FAMILIES={}", families.join(","));
     println!("cargo:rustc-env=RUST_GIN_DEVICE_DIR={}", root.display());
     println!("cargo:rustc-env=RUST_GIN_DEVICE_BUILD_DIR={}", build_dir.display());
     println!("cargo:rustc-env=RUST_GIN_HIP_CLANG={}", tc.clang.display());

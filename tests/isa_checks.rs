@@ -1,6 +1,10 @@
 //! ISA checks on the per-architecture code objects (see tests/support/isa.rs
 //! for what they assert and why). One set of trials per built architecture,
-//! plus trials that prove the checks catch planted faults.
+//! plus trials that prove the checks catch planted faults. The GIN
+//! operations are templates over the NIC family and a GPU build inlines only
+//! its families' instances (gin/family.h), so besides the library's own code
+//! object each architecture has one per other family (build/device.rs,
+//! isa_family_<family>_<gfx>.hsaco), checked by the same rules.
 
 #[path = "support/isa.rs"]
 mod isa;
@@ -55,10 +59,35 @@ fn entry_points() -> Vec<String> {
         .collect()
 }
 
-/// Checks every ISA kernel of one code object against the VGPR budgets of
-/// tests/support/isa.rs; returns a printable report.
-fn check_code_object(t: &Tools, arch: &str, hsaco: &Path) -> Result<String, String> {
-    check_code_object_with(t, arch, hsaco, &isa::vgpr_budget)
+/// The NIC families, with the RUST_GIN_FAMILIES mask of each (build/device.rs FAMILIES).
+const FAMILIES: &[(&str, u32)] = &[("mlx5", 1), ("bnxt", 2), ("ionic", 4)];
+
+/// The family mask the library's own code objects were built with.
+fn library_mask() -> u32 {
+    option_env!("RUST_GIN_GPU_FAMILIES").and_then(|m| m.parse().ok()).unwrap_or(1)
+}
+
+/// The family whose GIN operations the library's own code object holds:
+/// its one family, or "mixed" (checked by mlx5's doorbell rule).
+fn library_family() -> &'static str {
+    FAMILIES.iter().find(|(_, m)| *m == library_mask()).map_or("mixed", |(f, _)| *f)
+}
+
+/// The code object holding `family`'s GIN operations on `arch`: the
+/// library's own if it is built for that family alone, else the family's.
+fn family_object(t: &Tools, arch: &str, family: &str) -> PathBuf {
+    if family == library_family() {
+        t.device_dir.join(arch).join(format!("{arch}.hsaco"))
+    } else {
+        t.build_dir.join(format!("isa_family_{family}_{arch}.hsaco"))
+    }
+}
+
+/// Checks every ISA kernel of one code object, whose GIN operations are
+/// `family`'s, against the VGPR budgets of tests/support/isa.rs; returns a
+/// printable report.
+fn check_code_object(t: &Tools, arch: &str, family: &str, hsaco: &Path) -> Result<String, String> {
+    check_code_object_with(t, arch, family, hsaco, &|k| isa::vgpr_budget(family, k))
 }
 
 /// As check_code_object, with the VGPR budget of each kernel given by
@@ -66,12 +95,16 @@ fn check_code_object(t: &Tools, arch: &str, hsaco: &Path) -> Result<String, Stri
 fn check_code_object_with(
     t: &Tools,
     arch: &str,
+    family: &str,
     hsaco: &Path,
     budget: &dyn Fn(&str) -> u32,
 ) -> Result<String, String> {
+    if !hsaco.exists() {
+        return Err(format!("{arch}: no code object {} for the {family} GIN operations", hsaco.display()));
+    }
     let funcs = isa::disassemble(&t.objdump, hsaco, arch);
     let meta = isa::kernel_metadata(&t.readelf, hsaco);
-    let mut report = format!("{arch} {}:\n", hsaco.display());
+    let mut report = format!("{arch}, GIN operations of {family}, {}:\n", hsaco.display());
     let mut errors = Vec::new();
     for k in meta.iter().filter(|k| k.name.starts_with("rust_gin_isa_")) {
         let insns = isa::flatten(&funcs, &k.name);
@@ -95,16 +128,32 @@ fn check_code_object_with(
             errors.push(e);
         }
         if k.name.starts_with("rust_gin_isa_db_") {
-            match isa::check_doorbell_rules_for(arch, &k.name, &insns) {
+            match isa::check_doorbell_rules_for(arch, &k.name, family, &insns) {
                 Ok(r) => report.push_str(&format!(
-                    "    {} doorbell store(s), doorbell record: {:?}\n",
+                    "    {} {} doorbell store(s), doorbell record: {:?}\n",
                     r.doorbells,
-                    isa::doorbell_record_of(&k.name)
+                    isa::doorbell_family(&k.name, family),
+                    isa::doorbell_record_of(&k.name, family)
                 )),
                 Err(e) => errors.push(format!("{}: {e}", k.name)),
             }
         } else if insns.iter().any(|i| isa::store_kind(i) == Some(isa::StoreKind::Bits64)) {
-            errors.push(format!("{}: is named nodb but contains a 64-bit store (a doorbell?)", k.name));
+            // nodb: rings no send-queue doorbell. A kernel that polls a CQ
+            // of bnxt_re or ionic returns CQ credit with the CQ doorbell
+            // (rust_gin_wait); there every 64-bit store is held to that
+            // family's doorbell rule. mlx5's CQ takes a 32-bit record.
+            if isa::doorbell_record_of(&k.name, family) == isa::DoorbellRecord::None {
+                match isa::check_doorbell_rules_for(arch, &k.name, family, &insns) {
+                    Ok(r) => report.push_str(&format!(
+                        "    {} {} CQ doorbell store(s), doorbell record: None\n",
+                        r.doorbells,
+                        isa::doorbell_family(&k.name, family)
+                    )),
+                    Err(e) => errors.push(format!("{}: {e}", k.name)),
+                }
+            } else {
+                errors.push(format!("{}: is named nodb but contains a 64-bit store (a doorbell?)", k.name));
+            }
         }
     }
     if meta.iter().all(|k| !k.name.starts_with("rust_gin_isa_db_")) {
@@ -125,12 +174,21 @@ fn check_code_object_with(
 fn arch_trials(t: &'static Tools, arch: &'static str) -> Vec<Trial> {
     let hsaco = t.device_dir.join(arch).join(format!("{arch}.hsaco"));
     let mut trials = vec![];
+    let lib = library_family();
     let h = hsaco.clone();
     trials.push(Trial::test(format!("isa::{arch}::doorbell_fences_and_no_scratch"), move || {
-        let report = check_code_object(t, arch, &h)?;
+        let report = check_code_object(t, arch, lib, &h)?;
         println!("{report}");
         Ok(())
     }));
+    // Every other family's GIN operations, in their own code object.
+    for &(family, _) in FAMILIES.iter().filter(|(f, _)| *f != lib) {
+        trials.push(Trial::test(format!("isa::{arch}::{family}::doorbell_fences_and_no_scratch"), move || {
+            let report = check_code_object(t, arch, family, &family_object(t, arch, family))?;
+            println!("{report}");
+            Ok(())
+        }));
+    }
     let h = hsaco.clone();
     trials.push(Trial::test(format!("isa::{arch}::every_entry_point_has_an_isa_kernel"), move || {
         let meta = isa::kernel_metadata(&t.readelf, &h);
@@ -167,7 +225,7 @@ fn arch_trials(t: &'static Tools, arch: &'static str) -> Vec<Trial> {
             } else {
                 &[]
             };
-            match check_code_object(t, arch, &f) {
+            match check_code_object(t, arch, lib, &f) {
                 Ok(report) => Err(format!("the checks passed a code object with a planted {fault}:\n{report}").into()),
                 Err(e) if e.contains(expect) && per_family.iter().all(|w| e.contains(w)) => Ok(()),
                 Err(e) => Err(format!("planted {fault} failed for the wrong reason (wanted '{expect}'):\n{e}").into()),
@@ -185,7 +243,7 @@ fn arch_trials(t: &'static Tools, arch: &'static str) -> Vec<Trial> {
             .max_by_key(|k| k.vgpr_count)
             .ok_or("no ISA kernels")?;
         let budget = top.vgpr_count - 1;
-        match check_code_object_with(t, arch, &h, &|_| budget) {
+        match check_code_object_with(t, arch, lib, &h, &|_| budget) {
             Ok(report) => Err(format!("a VGPR budget of {budget} was not enforced:\n{report}").into()),
             Err(e) => {
                 let want = format!(
@@ -214,6 +272,43 @@ fn main() {
                 let arch: &'static str = Box::leak(arch.to_string().into_boxed_str());
                 trials.extend(arch_trials(t, arch));
             }
+            trials.push(Trial::test("isa::family_objects_match_the_build", || {
+                // build/device.rs builds one code object per family from its
+                // FAMILIES; this test's list must be the same families and masks.
+                let built = option_env!("RUST_GIN_ISA_FAMILIES").unwrap_or("");
+                let ours: Vec<String> = FAMILIES.iter().map(|(f, m)| format!("{f}={m}")).collect();
+                if built == ours.join(",") {
+                    Ok(())
+                } else {
+                    Err(format!("build/device.rs FAMILIES is {built:?}, tests/isa_checks.rs FAMILIES is {ours:?}").into())
+                }
+            }));
+            let archs: Vec<&'static str> = targets.split(',').map(|a| &*Box::leak(a.to_string().into_boxed_str())).collect();
+            trials.push(Trial::test("isa::vgpr_budget_exceptions_are_exact", move || {
+                // An exception must still be needed, and no looser than the
+                // kernel's largest count over the built architectures.
+                for &(family, kernel, budget) in isa::VGPR_BUDGET_EXCEPTIONS {
+                    let most = archs
+                        .iter()
+                        .map(|arch| {
+                            let meta = isa::kernel_metadata(&t.readelf, &family_object(t, arch, family));
+                            meta.iter().find(|k| k.name == kernel).map_or(0, |k| k.vgpr_count)
+                        })
+                        .max()
+                        .unwrap_or(0);
+                    // Exact only where every supported architecture was built.
+                    let all = ["gfx90a", "gfx942", "gfx950"].iter().all(|a| archs.contains(a));
+                    if most <= isa::VGPR_BUDGET || (all && most != budget) {
+                        return Err(format!(
+                            "VGPR_BUDGET_EXCEPTIONS ({family}, {kernel}, {budget}): it uses at most {most} VGPRs on \
+                             {archs:?}; set the exception to that, or remove it if that is <= {}",
+                            isa::VGPR_BUDGET
+                        )
+                        .into());
+                    }
+                }
+                Ok(())
+            }));
             trials.push(Trial::test("isa::checker_parses_a_listing", || {
                 let listing = "0000000000001600 <f>:\n\tbuffer_wbl2 sc0 sc1 // 000000001600: E0A0C000\n\ts_waitcnt vmcnt(0) // 000000001608: BF8C0F70\n\tflat_store_dword v[2:3], v6 sc0 sc1 // 00000000160C: DE710000\n\tbuffer_wbl2 sc0 sc1 // 000000001614: E0A0C000\n\ts_waitcnt vmcnt(0) lgkmcnt(0) // 00000000161C: BF8C0070\n\tflat_store_dwordx2 v[4:5], v[12:13] sc0 sc1 // 000000001620: DE750000\n";
                 let f = isa::parse_objdump(listing);
@@ -270,7 +365,7 @@ fn main() {
                     let listing = format!(
                         "0000000000001600 <f>:\n\tflat_store_dwordx4 v[2:3], v[4:7] // 000000001600: DE7C0000\n{extra}{before_db}\tflat_store_dwordx2 v[8:9], v[10:11]{scope} // 000000001620: DE750000\n"
                     );
-                    isa::check_doorbell_rules_for(arch, "rust_gin_isa_db_rust_gin_bnxt_post", &isa::flatten(&isa::parse_objdump(&listing), "f"))
+                    isa::check_doorbell_rules_for(arch, "rust_gin_isa_db_rust_gin_bnxt_post", "mlx5", &isa::flatten(&isa::parse_objdump(&listing), "f"))
                 };
                 for arch in ["gfx90a", "gfx942", "gfx950"] {
                     let scope = if arch == "gfx90a" { "" } else { " sc0 sc1" };
@@ -289,11 +384,20 @@ fn main() {
                         Err(e) => return Err(format!("{arch}: refused for the wrong reason: {e}").into()),
                     }
                 }
-                // The family is read from the kernel's name; mlx5 keeps its record rule.
-                if isa::doorbell_record_of("rust_gin_isa_db_rust_gin_ionic_poll") != isa::DoorbellRecord::None
-                    || isa::doorbell_record_of("rust_gin_isa_db_rust_gin_put") != isa::DoorbellRecord::Before
-                {
-                    return Err("wrong family for a kernel name".into());
+                // A family's own entry point is that family's whatever the
+                // object; a GIN operation is the object's family's; mlx5
+                // (and a mixed library) keep the record rule.
+                for (kernel, object, want) in [
+                    ("rust_gin_isa_db_rust_gin_ionic_poll", "mlx5", isa::DoorbellRecord::None),
+                    ("rust_gin_isa_db_rust_gin_mlx5_post", "bnxt", isa::DoorbellRecord::Before),
+                    ("rust_gin_isa_db_rust_gin_put", "mlx5", isa::DoorbellRecord::Before),
+                    ("rust_gin_isa_db_rust_gin_put", "mixed", isa::DoorbellRecord::Before),
+                    ("rust_gin_isa_db_rust_gin_put", "bnxt", isa::DoorbellRecord::None),
+                    ("rust_gin_isa_db_rust_gin_get", "ionic", isa::DoorbellRecord::None),
+                ] {
+                    if isa::doorbell_record_of(kernel, object) != want {
+                        return Err(format!("{kernel} in a {object} object: wrong doorbell family").into());
+                    }
                 }
                 Ok(())
             }));

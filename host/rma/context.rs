@@ -363,7 +363,7 @@ impl RmaContext {
     /// fence that reads the local flush byte, whose completion proves every
     /// earlier READ's data landed (the NIC's read cannot pass its writes of
     /// that data): mlx5's DUMP, or on bnxt_re and ionic the 1-byte WRITE to
-    /// the peer's landing byte (queue/send_queue.h, flush_target_signalled).
+    /// the peer's landing byte (queue/send_queue.h, flush_target).
     pub fn flush_request(&self, qi: usize) -> rust_gin_mlx5_request {
         let flags = req_flags::SIGNALED | req_flags::SMALL_FENCE;
         self.flush_write(qi, flags).unwrap_or_else(|| read_flush(self.sink(), flags))

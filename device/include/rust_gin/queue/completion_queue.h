@@ -36,11 +36,16 @@ class CompletionQueue {
       typename F::Cqe c;
       if (!F::cqe_next(d_, ring, ci, &c)) break;
       fence_acquire_system();
+      // One end per CQE, computed before the error path: recomputed after
+      // it (its loads are atomics, never merged across the error record's
+      // stores) it kept the CQE's fields live through the error record and
+      // cost ionic's put and get 4 VGPRs (tests/isa_checks.rs).
+      const uint64_t end = F::cqe_end(d_, c, done);
       if (F::cqe_failed(c)) {
-        on_error_cqe(c, F::cqe_end(d_, c, done));
+        on_error_cqe(c, end);
         status = RUST_GIN_ERR_CQE;
       }
-      done = F::cqe_end(d_, c, done);
+      done = end;
       ++ci;
       ++consumed;
     }

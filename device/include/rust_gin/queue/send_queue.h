@@ -339,30 +339,44 @@ class SendQueue {
         return RUST_GIN_OK;
       }
     }
-    Request r = {};
-    r.flags = REQ_SIGNALED | REQ_SMALL_FENCE;
-    r.length = 1;
-    r.lkey = lkey;
-    r.laddr = rd(d_->flush_addr);
     uint64_t idx = 0;
     int s;
     if constexpr (!F::kFlushWqe) {
       // No DUMP (bnxt_re, ionic): a 1-byte WRITE read from the flush byte to
       // the peer's (abi/nic_queue.h). Its gather is the local read that
       // cannot pass the READs' data writes; the small fence starts it after
-      // the READs completed.
-      r.opcode = OP_RDMA_WRITE;
-      r.rkey = rd(d_->flush_rkey);
-      r.raddr = rd(d_->flush_raddr);
-      s = post_one(r, &idx);
-    } else if (lkey) {
+      // the READs completed. Built where the post writes it, after its
+      // credit wait: built before, its addresses and keys stayed live
+      // through the wait's CQ poll and cost the flush kernels 6-8 VGPRs (68
+      // on bnxt_re and ionic; tests/isa_checks.rs holds them to 64).
+      s = post(
+          [this](uint32_t) {
+            Request w = {};
+            w.opcode = OP_RDMA_WRITE;
+            w.flags = REQ_SIGNALED | REQ_SMALL_FENCE;
+            w.length = 1;
+            w.lkey = rd(d_->flush_lkey);
+            w.laddr = rd(d_->flush_addr);
+            w.rkey = rd(d_->flush_rkey);
+            w.raddr = rd(d_->flush_raddr);
+            return w;
+          },
+          1, &idx);
+    } else {
+      Request r = {};
+      r.flags = REQ_SIGNALED | REQ_SMALL_FENCE;
+      r.length = 1;
+      r.lkey = lkey;
+      r.laddr = rd(d_->flush_addr);
       // Two posts, each of a known opcode: a WQE builder for an opcode known
       // only at run time costs 9 more VGPRs in every kernel that flushes.
-      r.opcode = OP_DUMP;
-      s = post_one(r, &idx);
-    } else {
-      r.opcode = OP_NOP;
-      s = post_one(r, &idx);
+      if (lkey) {
+        r.opcode = OP_DUMP;
+        s = post_one(r, &idx);
+      } else {
+        r.opcode = OP_NOP;
+        s = post_one(r, &idx);
+      }
     }
     if (s) return s;
     // After the post: a flush that sees dump_end finds the flush WQE published.
