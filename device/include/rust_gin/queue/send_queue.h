@@ -104,14 +104,15 @@ class SendQueue {
   }
 
   // Whether WQE i of the batch [base, base+n) requests a CQE: the last one,
-  // when the batch crosses a signalling boundary, or when asked to.
-  // A family without a flush WQE (F::kFlushWqe false) asks for a CQE at the
-  // end of every batch instead, so that a flush always finds the newest WQE
-  // signalled (flush_target).
+  // when the batch crosses a signalling boundary, or when asked to. A flush
+  // that finds the newest WQE unsignalled posts a signalled flush WQE
+  // (flush_target). A family without NOP or DUMP can do that only where the
+  // queue has a flush byte and the peer's landing byte (its flush WRITE);
+  // without them it asks for a CQE at the end of every batch instead.
   RG_INLINE bool wants_cqe(uint64_t base, uint32_t n, uint32_t i, const Request& r) const {
     if (r.flags & REQ_SIGNALED) return true;
     if (i + 1 != n) return false;
-    if (!F::kFlushWqe) return true;
+    if (!F::kFlushWqe && !rd(d_->flush_lkey)) return true;
     const uint32_t p = rd(d_->log_signal_period);
     return ((base + n) >> p) != (base >> p);
   }
@@ -333,8 +334,10 @@ class SendQueue {
     const uint32_t lkey = rd(d_->flush_lkey);
     if (flush_covered(lkey, target)) {
       if (*target == 0 || atomic_load(&st_->done, __ATOMIC_ACQUIRE, Scope::agent) >= *target) return RUST_GIN_OK;
-      // A family without a flush WQE signals every batch's last WQE (wants_cqe).
-      if (!F::kFlushWqe || atomic_load(&st_->last_signaled, __ATOMIC_RELAXED, Scope::agent) >= *target) {
+      // Without a flush byte, a family without NOP or DUMP signals every
+      // batch's last WQE (wants_cqe): nothing to post.
+      if ((!F::kFlushWqe && !lkey) ||
+          atomic_load(&st_->last_signaled, __ATOMIC_RELAXED, Scope::agent) >= *target) {
         ring();
         return RUST_GIN_OK;
       }
@@ -342,10 +345,11 @@ class SendQueue {
     uint64_t idx = 0;
     int s;
     if constexpr (!F::kFlushWqe) {
-      // No DUMP (bnxt_re, ionic): a 1-byte WRITE read from the flush byte to
-      // the peer's (abi/nic_queue.h). Its gather is the local read that
-      // cannot pass the READs' data writes; the small fence starts it after
-      // the READs completed. Built where the post writes it, after its
+      // No NOP or DUMP (bnxt_re, ionic): a 1-byte WRITE read from the flush
+      // byte to the peer's (abi/nic_queue.h), after READs as a DUMP (its
+      // gather is the local read that cannot pass the READs' data writes;
+      // the small fence starts it after the READs completed), else as the
+      // NOP that signals the newest WQE. Built where the post writes it, after its
       // credit wait: built before, its addresses and keys stayed live
       // through the wait's CQ poll and cost the flush kernels 6-8 VGPRs (68
       // on bnxt_re and ionic; tests/isa_checks.rs holds them to 64).
