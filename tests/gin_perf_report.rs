@@ -135,3 +135,11 @@ fn all_cpu_ratio_counts_requesters_nic_and_host() {
     assert_eq!(r[0].total_cpu.median, 0.3);
     assert_eq!(r[0].host_cpu.median, 0.0);
 }
+
+/// The load average the report prints parses from /proc/loadavg (NaN only
+/// where the file is missing, which a Linux test machine never is).
+#[test]
+fn the_load_average_is_read_from_proc() {
+    let l = report::load_average();
+    assert!(l.is_finite() && l >= 0.0, "load average {l}");
+}
