@@ -372,3 +372,34 @@ fn a_wrong_msn_entry_fails_the_wqe() {
     assert_eq!(b.drain(), RUST_GIN_ERR_CQE as i32);
     assert_eq!(b.error().syndrome, 0x03, "BNXT_RE_REQ_ST_LOC_QP_OP");
 }
+
+/// The emulated NIC presenting a family says what that hardware can do:
+/// no remote atomics into GPU memory on bnxt_re and ionic (so auto picks
+/// slot writes), and no DC transport (ConnectX only), refused by name.
+#[test]
+fn an_emulated_family_nic_reports_the_hardware_limits() {
+    use rccl_rust_gin::config::{Config, EmuFabric, ProviderKind};
+    use rccl_rust_gin::provider::{emu::EmuProvider, NicFamily, Provider};
+    for family in [NicFamily::Mlx5, NicFamily::Bnxt, NicFamily::Ionic] {
+        let config = Config {
+            provider: ProviderKind::Emu,
+            emu_fabric: EmuFabric::Local(format!("limits-{}", family.name())),
+            emu_family: family,
+            ..Config::default()
+        };
+        let nic = EmuProvider::new(&config).unwrap().open(0).unwrap();
+        assert_eq!(nic.family(), family);
+        let caps = nic.capabilities();
+        let dci = nic.create_dci(6, 0, false).map(|_| ());
+        if family == NicFamily::Mlx5 {
+            assert!(caps.atomics_unusable().is_none(), "{caps}");
+            assert!(dci.is_ok(), "{dci:?}");
+        } else {
+            let why = caps.atomics_unusable().expect("no atomics into GPU memory");
+            assert!(why.contains(family.name()), "{why}");
+            let e = dci.expect_err("DC is ConnectX only");
+            assert_eq!(e.code(), rccl_rust_gin::ffi::nccl::NCCL_INVALID_USAGE, "{e}");
+            assert!(e.to_string().contains("no DC transport") && e.to_string().contains(family.name()), "{e}");
+        }
+    }
+}
