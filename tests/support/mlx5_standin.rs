@@ -193,17 +193,31 @@ impl UarPage {
 pub struct StandIn {
     setup: Arc<Setup>,
     state: Arc<Mutex<State>>,
+    /// Held for the whole of each call that logs a step: a call's step, its
+    /// input, its object and its number are recorded together even when
+    /// ranks on several threads call at once (their calls interleaved once
+    /// made one command's input land on another's log entry).
+    call: Arc<Mutex<()>>,
 }
 
 impl StandIn {
     pub fn new(setup: Setup) -> StandIn {
-        StandIn { setup: Arc::new(setup), state: Arc::new(Mutex::new(State { next_id: 1, ..State::default() })) }
+        StandIn {
+            setup: Arc::new(setup),
+            state: Arc::new(Mutex::new(State { next_id: 1, ..State::default() })),
+            call: Arc::new(Mutex::new(())),
+        }
     }
 
     /// The same stand-in failing at injectable step `n` (0-based).
     pub fn fail_at(self, n: usize) -> StandIn {
         self.st().fail_at = Some(n);
         self
+    }
+
+    /// One platform call at a time (see `call`).
+    fn one_call(&self) -> MutexGuard<'_, ()> {
+        self.call.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn st(&self) -> MutexGuard<'_, State> {
@@ -332,6 +346,7 @@ impl StandIn {
 
 impl Platform for StandIn {
     fn device_names(&self) -> io::Result<Vec<String>> {
+        let _one = self.one_call();
         self.step("ibv_get_device_list", String::new())?;
         if self.setup.devices.is_empty() {
             return Err(io::Error::from_raw_os_error(libc::ENOSYS));
@@ -340,6 +355,7 @@ impl Platform for StandIn {
     }
 
     fn open_device(&self, name: &str, devx: bool) -> std::result::Result<Handle, OpenFailure> {
+        let _one = self.one_call();
         let call = if devx { "mlx5dv_open_device" } else { "ibv_open_device" };
         self.step(call, name.into()).map_err(OpenFailure::Open)?;
         if !self.setup.devices.iter().any(|d| d == name) {
@@ -349,11 +365,13 @@ impl Platform for StandIn {
     }
 
     fn close_device(&self, ctx: Handle) -> io::Result<()> {
+        let _one = self.one_call();
         self.destroy("ibv_close_device", ctx, "context");
         Ok(())
     }
 
     fn query_device(&self, _ctx: Handle) -> io::Result<DeviceAttr> {
+        let _one = self.one_call();
         self.step("ibv_query_device", String::new())?;
         Ok(DeviceAttr {
             atomic_cap: self.setup.atomic_cap,
@@ -366,6 +384,7 @@ impl Platform for StandIn {
     }
 
     fn query_port(&self, _ctx: Handle, port: u8) -> io::Result<PortAttr> {
+        let _one = self.one_call();
         self.step("ibv_query_port", format!("port {port}"))?;
         Ok(PortAttr {
             state: 4,
@@ -380,6 +399,7 @@ impl Platform for StandIn {
     }
 
     fn query_gid(&self, _ctx: Handle, port: u8, index: i32) -> io::Result<[u8; 16]> {
+        let _one = self.one_call();
         self.step("ibv_query_gid", format!("port {port} index {index}"))?;
         self.setup.gids.get(index as usize).map(|g| g.0).ok_or(io::Error::from_raw_os_error(libc::EINVAL))
     }
@@ -400,21 +420,25 @@ impl Platform for StandIn {
     }
 
     fn alloc_pd(&self, _ctx: Handle) -> io::Result<Handle> {
+        let _one = self.one_call();
         self.step("ibv_alloc_pd", String::new())?;
         Ok(self.make("pd"))
     }
 
     fn pd_number(&self, _pd: Handle) -> io::Result<u32> {
+        let _one = self.one_call();
         self.step("mlx5dv_init_obj(PD)", String::new())?;
         Ok(PDN)
     }
 
     fn dealloc_pd(&self, pd: Handle) -> io::Result<()> {
+        let _one = self.one_call();
         self.destroy("ibv_dealloc_pd", pd, "pd");
         Ok(())
     }
 
     unsafe fn reg_mr(&self, _pd: Handle, addr: u64, len: usize, access: i32) -> io::Result<MrKeys> {
+        let _one = self.one_call();
         self.step("ibv_reg_mr", format!("addr {addr:#x} len {len} access {access:#x}"))?;
         let h = self.make("mr");
         let k = self.new_id();
@@ -430,6 +454,7 @@ impl Platform for StandIn {
         fd: i32,
         access: i32,
     ) -> io::Result<MrKeys> {
+        let _one = self.one_call();
         if fd == -1 {
             // The support probe: the kernel's answer, not a step to fail.
             self.st().log.push(Call {
@@ -456,31 +481,37 @@ impl Platform for StandIn {
     }
 
     fn dereg_mr(&self, mr: Handle) -> io::Result<()> {
+        let _one = self.one_call();
         self.destroy("ibv_dereg_mr", mr, "mr");
         Ok(())
     }
 
     fn create_ah(&self, _pd: Handle, a: &AhAttr) -> io::Result<Handle> {
+        let _one = self.one_call();
         self.step("ibv_create_ah", format!("{a:?}"))?;
         Ok(self.make("ah"))
     }
 
     fn ah_rmac(&self, _ah: Handle) -> io::Result<[u8; 6]> {
+        let _one = self.one_call();
         self.step("mlx5dv_init_obj(AH)", String::new())?;
         Ok(self.setup.rmac)
     }
 
     fn destroy_ah(&self, ah: Handle) -> io::Result<()> {
+        let _one = self.one_call();
         self.destroy("ibv_destroy_ah", ah, "ah");
         Ok(())
     }
 
     fn devx_query_eqn(&self, _ctx: Handle, vector: u32) -> io::Result<u32> {
+        let _one = self.one_call();
         self.step("mlx5dv_devx_query_eqn", format!("vector {vector}"))?;
         Ok(EQN)
     }
 
     unsafe fn devx_umem_reg(&self, _ctx: Handle, addr: u64, len: usize, access: u32) -> io::Result<(Handle, u32)> {
+        let _one = self.one_call();
         self.step("mlx5dv_devx_umem_reg", format!("addr {addr:#x} len {len} access {access:#x}"))?;
         let h = self.make("umem");
         let id = self.new_id();
@@ -491,11 +522,13 @@ impl Platform for StandIn {
     }
 
     fn devx_umem_dereg(&self, umem: Handle) -> io::Result<()> {
+        let _one = self.one_call();
         self.destroy("mlx5dv_devx_umem_dereg", umem, "umem");
         Ok(())
     }
 
     fn devx_alloc_uar(&self, _ctx: Handle, flags: u32) -> io::Result<UarInfo> {
+        let _one = self.one_call();
         self.step("mlx5dv_devx_alloc_uar", format!("flags {flags:#x}"))?;
         let h = self.make("uar");
         let page_id = 0x40 + self.new_id();
@@ -506,10 +539,12 @@ impl Platform for StandIn {
     }
 
     fn devx_free_uar(&self, uar: Handle) {
+        let _one = self.one_call();
         self.destroy("mlx5dv_devx_free_uar", uar, "uar");
     }
 
     fn devx_obj_create(&self, _ctx: Handle, input: &[u8], out: &mut [u8]) -> io::Result<Handle> {
+        let _one = self.one_call();
         // The opcode is the first 16 bits of every command.
         let (name, kind) = match bits(input, 0, 16) {
             0x400 => ("mlx5dv_devx_obj_create(CREATE_CQ)", "cq"),
@@ -545,6 +580,7 @@ impl Platform for StandIn {
     }
 
     fn devx_obj_modify(&self, obj: Handle, input: &[u8], out: &mut [u8]) -> io::Result<()> {
+        let _one = self.one_call();
         let (name, from, to) = match bits(input, 0, 16) {
             0x502 => ("mlx5dv_devx_obj_modify(RST2INIT)", "RST", "INIT"),
             0x503 => ("mlx5dv_devx_obj_modify(INIT2RTR)", "INIT", "RTR"),
@@ -577,6 +613,7 @@ impl Platform for StandIn {
     }
 
     fn devx_obj_destroy(&self, obj: Handle) -> io::Result<()> {
+        let _one = self.one_call();
         let kind = self.st().objs.get(&obj.0).map(|o| o.0).unwrap_or("devx object");
         self.destroy("mlx5dv_devx_obj_destroy", obj, kind);
         self.st().qps.retain(|q| q.handle != obj.0);
@@ -584,6 +621,7 @@ impl Platform for StandIn {
     }
 
     fn devx_general_cmd(&self, _ctx: Handle, input: &[u8], out: &mut [u8]) -> io::Result<()> {
+        let _one = self.one_call();
         let (op, op_mod) = (bits(input, 0, 16), bits(input, 0x30, 16));
         assert_eq!((op, op_mod), (0x100, 1), "the stand-in answers QUERY_HCA_CAP (general, current) only");
         let r = self.step("mlx5dv_devx_general_cmd(QUERY_HCA_CAP)", format!("op_mod {op_mod}"));
@@ -603,6 +641,7 @@ impl Platform for StandIn {
     }
 
     fn open_gpu(&self) -> Result<Arc<dyn GpuAccess>> {
+        let _one = self.one_call();
         self.step("hipGetDeviceCount", String::new())
             .map_err(|e| Error::System(format!("no GPU: hipGetDeviceCount (stand-in): {e}")))?;
         if !self.setup.gpu {
@@ -612,6 +651,7 @@ impl Platform for StandIn {
     }
 
     fn export_dmabuf(&self, addr: u64, len: u64) -> std::result::Result<DmaBufRange, String> {
+        let _one = self.one_call();
         self.step("hipMemGetHandleForAddressRange", format!("addr {addr:#x} len {len}"))
             .map_err(|e| format!("hipMemGetHandleForAddressRange (stand-in): {e}"))?;
         let fd: std::os::fd::OwnedFd =
@@ -640,6 +680,7 @@ impl GpuAccess for StandInGpu {
         self.0.setup.gpu_pci.as_ref().map(|(bdf, _)| bdf.clone())
     }
     fn map_io(&self, addr: usize, len: usize) -> io::Result<Box<dyn DeviceMapping>> {
+        let _one = self.0.one_call();
         self.0.step("hipHostRegister(IoMemory)", format!("addr {addr:#x} len {len}"))?;
         let h = self.0.make("gpu mapping");
         Ok(Box::new(StandInMapping { s: self.0.clone(), h, dev: addr as u64 + GPU_IO_OFFSET }))
@@ -660,6 +701,7 @@ impl DeviceMapping for StandInMapping {
 
 impl Drop for StandInMapping {
     fn drop(&mut self) {
+        let _one = self.s.one_call();
         self.s.destroy("hipHostUnregister", self.h, "gpu mapping");
     }
 }
@@ -669,6 +711,7 @@ struct StandInAlloc(StandIn);
 
 impl Allocator for StandInAlloc {
     fn alloc(&self, len: usize, align: usize, object: Object) -> io::Result<GpuBuf> {
+        let _one = self.0.one_call();
         self.0.step("hipHostMalloc", format!("{object:?} {len} bytes"))?;
         HostMemory.alloc(len, align, object)
     }
