@@ -375,43 +375,37 @@ impl GinContext {
                 }
             } else {
                 let qp = |c: u32, s: u32| &qps[(c * npeers + s) as usize];
+                let flush_byte = sink.dev_addr() + crate::mlx5::queue::SINK_FLUSH_BYTE;
                 for p in 0..nranks {
-                    let (_, rkey) = remote_signals[p as usize][rail];
+                    let (base, rkey) = remote_signals[p as usize][rail];
+                    let (raddr, at) = (signal_raddr(p, c, rail), peer_bytes * (c * nranks + p) as usize);
                     // A rank outside a v15 peer array gets a descriptor without
                     // queue state: the device refuses operations to it
                     // (RUST_GIN_ARG_PEER_NOT_CONNECTED) and flushes skip it.
-                    let at = peer_bytes * (c * nranks + p) as usize;
-                    let flush_byte = sink.dev_addr() + crate::mlx5::queue::SINK_FLUSH_BYTE;
                     let desc = connected.slot(p).map(|s| {
-                        let log = log_at[(c * npeers + s) as usize];
-                        (qp(c, s).descriptor(p, error.dev_addr(), timeout_ns), log)
+                        (qp(c, s).descriptor(p, error.dev_addr(), timeout_ns), log_at[(c * npeers + s) as usize])
                     });
                     match (family, desc) {
-                        (NicFamily::Mlx5, d) => {
-                            let sq = match d {
-                                Some((QueueDescriptor::Mlx5(d), log)) => {
-                                    d.with_read_flush(flush_byte, sink_lkey).with_counters(log, counters_of(c))
-                                }
-                                Some((QueueDescriptor::Nic(f, _), _)) => return Err(mixed(f)),
-                                None => rust_gin_mlx5_sq { peer: p, error: error.dev_addr(), ..Default::default() },
-                            };
-                            let d = rust_gin_peer { sq, signal_raddr: signal_raddr(p, c, rail), signal_rkey: rkey, reserved: 0 };
-                            peers_buf.write_pod(at, &d);
+                        (NicFamily::Mlx5, None) => {
+                            let sq = rust_gin_mlx5_sq { peer: p, error: error.dev_addr(), ..Default::default() };
+                            peers_buf.write_pod(at, &rust_gin_peer { sq, signal_raddr: raddr, signal_rkey: rkey, reserved: 0 });
                         }
-                        (_, d) => {
-                            let sq = match d {
-                                Some((QueueDescriptor::Nic(f, d), log)) if f == family => {
-                                    let (base, rkey) = remote_signals[p as usize][rail];
-                                    d.with_read_flush(flush_byte, sink_lkey, base + target_len, rkey)
-                                        .with_counters(log, counters_of(c))
-                                }
-                                Some((QueueDescriptor::Nic(f, _), _)) => return Err(mixed(f)),
-                                Some((QueueDescriptor::Mlx5(_), _)) => return Err(mixed(NicFamily::Mlx5)),
-                                None => rust_gin_nic_sq { peer: p, error: error.dev_addr(), ..Default::default() },
-                            };
-                            let d = rust_gin_nic_peer { sq, signal_raddr: signal_raddr(p, c, rail), signal_rkey: rkey, reserved: 0 };
-                            peers_buf.write_pod(at, &d);
+                        (NicFamily::Mlx5, Some((QueueDescriptor::Mlx5(d), log))) => {
+                            let sq = d.with_read_flush(flush_byte, sink_lkey).with_counters(log, counters_of(c));
+                            peers_buf.write_pod(at, &rust_gin_peer { sq, signal_raddr: raddr, signal_rkey: rkey, reserved: 0 });
                         }
+                        (_, None) => {
+                            let sq = rust_gin_nic_sq { peer: p, error: error.dev_addr(), ..Default::default() };
+                            peers_buf.write_pod(at, &rust_gin_nic_peer { sq, signal_raddr: raddr, signal_rkey: rkey, reserved: 0 });
+                        }
+                        // The peer's flush WRITEs land in the pad after its signal target.
+                        (f, Some((QueueDescriptor::Nic(g, d), log))) if g == f => {
+                            let sq = d
+                                .with_read_flush(flush_byte, sink_lkey, base + target_len, rkey)
+                                .with_counters(log, counters_of(c));
+                            peers_buf.write_pod(at, &rust_gin_nic_peer { sq, signal_raddr: raddr, signal_rkey: rkey, reserved: 0 });
+                        }
+                        (_, Some((d, _))) => return Err(mixed(d.family())),
                     }
                 }
             }

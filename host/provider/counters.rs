@@ -57,7 +57,9 @@ counters! {
     /// DUMP WQEs (flushes after READs) executed.
     dumps,
     /// READ-data writes held back by the posted-write model
-    /// (`NicConfig::read_data_delay`), and of those, landed by a DUMP.
+    /// (`NicConfig::read_data_delay`), and of those, landed by a later local
+    /// read (a DUMP, or the gather of a non-inline WRITE such as the bnxt_re
+    /// and ionic flush WRITE).
     read_writes_delayed,
     read_writes_landed_by_dump,
     /// Packets sent on the wire (requests and responses).

@@ -110,6 +110,14 @@ pub enum QueueDescriptor {
 }
 
 impl QueueDescriptor {
+    /// The family of the queue it describes.
+    pub fn family(&self) -> NicFamily {
+        match self {
+            QueueDescriptor::Mlx5(_) => NicFamily::Mlx5,
+            QueueDescriptor::Nic(f, _) => *f,
+        }
+    }
+
     /// The mlx5 descriptor, for code that drives mlx5 queues only.
     pub fn mlx5(self) -> Option<rust_gin_mlx5_sq> {
         match self {
