@@ -26,10 +26,37 @@ pub enum EmuFabric {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EmuProgress {
-    /// A polling thread per emulated NIC (needsProxyProgress = 0).
+    /// Polling threads run the emulated NICs (RCCL_RUST_GIN_EMU_THREADS;
+    /// needsProxyProgress = 0).
     Thread,
     /// RCCL's proxy thread drives it through ginProgress (needsProxyProgress = 1).
     Proxy,
+}
+
+/// RCCL_RUST_GIN_EMU_THREADS: how many threads run a process's emulated NICs
+/// (emu/nic/poller.rs says why they share).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EmuThreads {
+    /// Half the CPUs this process may use (at least one), shared.
+    Auto,
+    /// The NICs of a fabric take turns on this many threads.
+    Shared(u32),
+    /// A thread per NIC.
+    PerNic,
+}
+
+impl EmuThreads {
+    /// Threads the NICs of one fabric share (None: one per NIC).
+    pub fn resolve(self) -> Option<u32> {
+        match self {
+            EmuThreads::Auto => {
+                let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+                Some((cpus / 2).max(1))
+            }
+            EmuThreads::Shared(n) => Some(n),
+            EmuThreads::PerNic => None,
+        }
+    }
 }
 
 /// RCCL_RUST_GIN_SIGNAL_MODE: how signals travel (provider/caps.rs).
@@ -52,6 +79,7 @@ pub struct Config {
     pub connect_timeout_ms: u64,
     pub emu_fabric: EmuFabric,
     pub emu_progress: EmuProgress,
+    pub emu_threads: EmuThreads,
     pub emu_mtu: usize,
     pub emu_read_delay_us: u64,
     /// The NIC family the emulated NIC presents (its queue formats).
@@ -90,6 +118,7 @@ impl Default for Config {
             connect_timeout_ms: 120_000,
             emu_fabric: EmuFabric::Local("default".into()),
             emu_progress: EmuProgress::Thread,
+            emu_threads: EmuThreads::Auto,
             emu_mtu: 4096,
             emu_read_delay_us: 0,
             emu_family: crate::provider::NicFamily::Mlx5,
@@ -116,7 +145,8 @@ pub const KNOBS: &[(&str, &str, &str)] = &[
     ("RCCL_RUST_GIN_SOCKET_IFNAME", "(NCCL_SOCKET_IFNAME, else the first non-loopback interface)", "interface of the connection-setup sockets, as NCCL_SOCKET_IFNAME: name prefixes, `=` before the list for exact names, `^` first to exclude; IPv4 or IPv6"),
     ("RCCL_RUST_GIN_CONNECT_TIMEOUT_MS", "120000", "bound on connection setup with every peer"),
     ("RCCL_RUST_GIN_EMU_FABRIC", "local:default", "emu only: local:<name> (ranks as threads) or shm:<name> (ranks as processes)"),
-    ("RCCL_RUST_GIN_EMU_PROGRESS", "thread", "emu only: thread (a polling thread per NIC) or proxy (RCCL's ginProgress drives it)"),
+    ("RCCL_RUST_GIN_EMU_PROGRESS", "thread", "emu only: thread (polling threads run the NICs, `RCCL_RUST_GIN_EMU_THREADS`) or proxy (RCCL's ginProgress drives it)"),
+    ("RCCL_RUST_GIN_EMU_THREADS", "auto", "emu only, with progress thread: the threads that run a process's emulated NICs: auto (half the CPUs the process may use, at least 1), a number from 1 to 1024 (the NICs of a fabric take turns on that many threads, assigned in turn), or nic (a thread per NIC)"),
     ("RCCL_RUST_GIN_EMU_MTU", "4096", "emu only: packet payload size, a power of two from 256 to 65536"),
     ("RCCL_RUST_GIN_EMU_READ_DELAY_US", "0", "emu only: READ data lands up to this long after its CQE unless a flush (DUMP) lands it; 0 = at once (a fault model for tests)"),
     ("RCCL_RUST_GIN_EMU_FAMILY", "mlx5", "emu only: the NIC family the emulated NIC presents: mlx5 (ConnectX WQEs, doorbell records, 64-byte CQEs), bnxt_re (Thor2: 128-byte static-mode WQEs, MSN table) or ionic (Pollara: 64-byte WQEs, colour bits); the GIN operations post that family's bytes (docs/nic-families.md)"),
@@ -216,6 +246,15 @@ impl Config {
                 "thread" => EmuProgress::Thread,
                 "proxy" => EmuProgress::Proxy,
                 _ => return Err(Error::InvalidArgument(format!("RCCL_RUST_GIN_EMU_PROGRESS={v:?}: use thread or proxy"))),
+            };
+        }
+        if let Some(v) = get("RCCL_RUST_GIN_EMU_THREADS") {
+            c.emu_threads = match v.as_str() {
+                "auto" => EmuThreads::Auto,
+                "nic" => EmuThreads::PerNic,
+                _ => EmuThreads::Shared(number("RCCL_RUST_GIN_EMU_THREADS", &v, 1u32, 1024).map_err(|_| {
+                    Error::InvalidArgument(format!("RCCL_RUST_GIN_EMU_THREADS={v:?}: use auto, nic or a number from 1 to 1024"))
+                })?),
             };
         }
         if let Some(v) = get("RCCL_RUST_GIN_EMU_MTU") {

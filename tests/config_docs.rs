@@ -60,6 +60,7 @@ fn spec(name: &str) -> Option<Spec> {
         "RCCL_RUST_GIN_EMU_FABRIC" => ("shm:x", || at_load("RCCL_RUST_GIN_EMU_FABRIC", "nfs:/x")),
         "RCCL_RUST_GIN_EMU_READ_DELAY_US" => ("30000000", || at_load("RCCL_RUST_GIN_EMU_READ_DELAY_US", "60000001")),
         "RCCL_RUST_GIN_EMU_PROGRESS" => ("proxy", || at_load("RCCL_RUST_GIN_EMU_PROGRESS", "never")),
+        "RCCL_RUST_GIN_EMU_THREADS" => ("nic", || at_load("RCCL_RUST_GIN_EMU_THREADS", "0")),
         "RCCL_RUST_GIN_EMU_FAMILY" => ("ionic", || at_load("RCCL_RUST_GIN_EMU_FAMILY", "cxl")),
         "RCCL_RUST_GIN_EMU_MTU" => ("1024", || at_load("RCCL_RUST_GIN_EMU_MTU", "1000")),
         "RCCL_RUST_GIN_NIC" => ("mlx5_1", || {

@@ -86,11 +86,12 @@ fn sweep() -> Vec<Run> {
 #[test]
 fn table_says_emulated_and_prints_spread_and_ranges() {
     let runs = sweep();
-    let setup = report::Setup { emulated: true, ranks: 2, lanes: 1, lane_mode: "queues".into(), repeats: 3, min_time_ms: 100, cpus: 2, load: (0.5, 1.5) };
+    let setup = report::Setup { emulated: true, ranks: 2, lanes: 1, lane_mode: "queues".into(), repeats: 3, min_time_ms: 100, cpus: 2, load: (0.5, 1.5), nic_threads: Some("on 1 thread".into()) };
     let t = report::render(&stats::samples(&runs), &stats::ratios(&runs), report::Format::Table, &setup);
     assert!(t.contains("emulated NIC"), "{t}");
     assert!(t.contains("medians of 3 repeats, every timed run >= 100 ms"), "{t}");
     assert!(t.contains("2 CPUs, load average 0.5 at the start, 1.5 at the end"), "{t}");
+    assert!(t.contains("emulated NIC threads: on 1 thread"), "{t}");
     assert!(t.contains("64 KiB") && t.contains("1 MiB") && t.contains("8 B"), "{t}");
     // 8-byte put, repeats k = 1.0, 1.1, 1.2: proxy/direct rtt is 3 in each.
     assert!(t.contains("3.00 [3.00-3.00]"), "{t}");

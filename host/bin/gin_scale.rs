@@ -437,7 +437,7 @@ static FABRICS: AtomicU64 = AtomicU64::new(0);
 
 fn config(qps_per_uar: u32, depth: u32) -> Config {
     let mut c = Config { provider: ProviderKind::Emu, qps_per_uar, queue_depth: depth, ..Config::default() };
-    // A fabric of its own per measurement, with a polling thread per NIC
+    // A fabric of its own per measurement, its NICs on polling threads
     // (only the measured rank's and the sampled peers' exist).
     c.emu_fabric = EmuFabric::Local(format!("gin-scale-{}", FABRICS.fetch_add(1, Ordering::Relaxed)));
     c.emu_progress = EmuProgress::Thread;

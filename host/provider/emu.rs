@@ -8,6 +8,7 @@ use super::{
     QueuePair,
 };
 use crate::config::{Config, EmuFabric, EmuProgress, ProviderKind};
+use crate::emu::nic::Poller;
 use crate::emu::family_queue::EmuFamilyQp;
 use crate::emu::nic::QueueFormat;
 use crate::emu::{EmuNic, EmuQp, Fabric, NicConfig, Region, UarPage, WeakFabric};
@@ -44,6 +45,25 @@ fn fabric(which: &EmuFabric) -> Result<Fabric> {
     Ok(f)
 }
 
+/// The polling thread for the next NIC this process opens on fabric `which`
+/// when its NICs share `threads` threads: the pollers take NICs in turn. A
+/// poller lives while a NIC of it does (its thread while one polls).
+fn shared_poller(which: &EmuFabric, threads: u32) -> Arc<Poller> {
+    type Slots = (Vec<std::sync::Weak<Poller>>, usize);
+    static P: OnceLock<Mutex<HashMap<EmuFabric, Slots>>> = OnceLock::new();
+    let mut map = P.get_or_init(|| Mutex::new(HashMap::new())).lock().unwrap_or_else(|e| e.into_inner());
+    let (slots, next) = map.entry(which.clone()).or_default();
+    slots.resize_with(threads as usize, std::sync::Weak::new);
+    let k = *next % slots.len();
+    *next = next.wrapping_add(1);
+    if let Some(p) = slots[k].upgrade() {
+        return p;
+    }
+    let p = Poller::new(&format!("f{k}"));
+    slots[k] = Arc::downgrade(&p);
+    p
+}
+
 fn fabric_id(which: &EmuFabric) -> u64 {
     // FNV-1a over the spelling: the same on every rank of the fabric.
     let s = match which {
@@ -55,10 +75,12 @@ fn fabric_id(which: &EmuFabric) -> u64 {
 
 pub struct EmuProvider {
     /// Emulated NICs per rank: as many as RCCL_RUST_GIN_RAILS asks for, each
-    /// its own node on the fabric (and its own polling thread).
+    /// its own node on the fabric (stepped by a poller: shared_poller).
     nics: usize,
     fabric: EmuFabric,
     progress: EmuProgress,
+    /// Threads the NICs of a fabric share (None: one per NIC).
+    threads: Option<u32>,
     mtu: usize,
     read_data_delay: Option<Duration>,
     qps_per_uar: u32,
@@ -71,6 +93,7 @@ impl EmuProvider {
             nics: config.rails.max(1) as usize,
             fabric: config.emu_fabric.clone(),
             progress: config.emu_progress,
+            threads: config.emu_threads.resolve(),
             mtu: config.emu_mtu,
             read_data_delay: (config.emu_read_delay_us > 0).then(|| Duration::from_micros(config.emu_read_delay_us)),
             qps_per_uar: config.qps_per_uar,
@@ -117,6 +140,10 @@ impl Provider for EmuProvider {
                 name: format!("emu-{}-{dev}", std::process::id()),
                 mtu: self.mtu,
                 read_data_delay: self.read_data_delay,
+                poller: match (self.progress, self.threads) {
+                    (EmuProgress::Thread, Some(n)) => Some(shared_poller(&self.fabric, n)),
+                    _ => None,
+                },
             })
             .map_err(|e| Error::System(format!("emulated NIC: {e}")))?;
         if self.progress == EmuProgress::Thread {

@@ -357,6 +357,10 @@ fn run(args: Args) -> Result<(), String> {
         min_time_ms: min_time.as_millis() as u64,
         cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
         load: (load_start, report::load_average()),
+        nic_threads: emulated.then(|| match config.emu_threads.resolve() {
+            Some(n) => format!("each world's NICs take turns on {n} thread(s) (RCCL_RUST_GIN_EMU_THREADS; `nic`: one per NIC)"),
+            None => "one per NIC (RCCL_RUST_GIN_EMU_THREADS=nic)".into(),
+        }),
     };
     print!("{}", report::render(&samples, &ratios, format, &setup));
     if !args.no_datapath && emulated && format == report::Format::Table {

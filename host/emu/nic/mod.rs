@@ -21,7 +21,8 @@
 //!   Not modelled: other timing, other PCIe reordering, packet loss and
 //!   retransmission.
 //!
-//! This file holds the control path (verbs-like calls, the polling thread);
+//! This file holds the control path (verbs-like calls); poller.rs the
+//! threads that step NICs;
 //! requester.rs the send queue's execution and the responses, responder.rs
 //! the peer's requests, completion.rs the CQEs and the error state, dma.rs
 //! the NIC's memory accesses, family.rs the bnxt_re and ionic queue formats.
@@ -31,9 +32,11 @@ mod dma;
 mod family;
 mod outbox;
 mod requester;
+mod poller;
 mod responder;
 
 pub use family::{FamilyCqSpec, FamilyQpSpec, QueueFormat};
+pub use poller::Poller;
 use super::doorbell::{DoorbellSink, HostDoorbell};
 use dma::*;
 use outbox::Outbox;
@@ -49,7 +52,7 @@ use crate::mlx5::wire::{self, cqe_opcode, syndrome, Cqe, CQE_SIZE, SEND_WQE_BB, 
 use rustc_hash::FxHashMap as HashMap;
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 pub const UAR_PAGE: usize = 4096;
@@ -65,11 +68,14 @@ pub struct NicConfig {
     /// written meanwhile), unless a DUMP or a deregistration lands it
     /// earlier. None: at once.
     pub read_data_delay: Option<Duration>,
+    /// The polling thread this NIC shares with others (start_polling);
+    /// None: a thread of its own.
+    pub poller: Option<Arc<Poller>>,
 }
 
 impl Default for NicConfig {
     fn default() -> Self {
-        NicConfig { name: "emu0".into(), mtu: 4096, read_data_delay: None }
+        NicConfig { name: "emu0".into(), mtu: 4096, read_data_delay: None, poller: None }
     }
 }
 
@@ -284,8 +290,8 @@ struct Inner {
     /// What doorbells share with the polling thread (no NIC lock on their path).
     hub: Arc<Hub>,
     counters: Arc<Counters>,
-    stop: AtomicBool,
-    poller: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The thread that steps this NIC once polling starts (poller.rs).
+    poller: Arc<Poller>,
     trace: Mutex<Option<Vec<TraceEntry>>>,
     /// Whether `trace` records: checked per WQE without taking its lock.
     tracing: AtomicBool,
@@ -322,27 +328,16 @@ struct Handle {
 struct Port(Weak<Inner>);
 
 /// What a doorbell and the polling thread share.
-#[derive(Default)]
 struct Hub {
     /// QPs rung since the polling thread last looked (each once: see Bell::rung).
     rung: Mutex<Vec<u32>>,
-    wake: (Mutex<()>, Condvar),
-    /// The polling thread is (about to be) blocked on `wake`: only then is a
-    /// notification worth a system call.
-    sleeping: AtomicBool,
-    /// Work arrived since the polling thread last looked (set without a lock:
-    /// a doorbell or a packet costs an atomic store unless the thread sleeps).
-    woken: AtomicBool,
+    /// The poller's: doorbells and packets of every NIC it runs wake it.
+    signal: Arc<poller::Signal>,
 }
 
 impl Hub {
     fn wake(&self) {
-        self.woken.store(true, Ordering::SeqCst);
-        if self.sleeping.load(Ordering::SeqCst) {
-            let (m, cv) = &self.wake;
-            let _g = lock(m);
-            cv.notify_one();
-        }
+        self.signal.wake();
     }
 }
 
@@ -429,6 +424,7 @@ impl EmuNic {
                 config.mtu
             )));
         }
+        let poller = config.poller.clone().unwrap_or_else(|| Poller::new(&config.name));
         let inner = Arc::new(Inner {
             config,
             fabric: fabric.clone(),
@@ -453,10 +449,9 @@ impl EmuNic {
                 next_cqn: 0x40,
                 next_pd: 1,
             }),
-            hub: Arc::new(Hub::default()),
+            hub: Arc::new(Hub { rung: Mutex::new(Vec::new()), signal: poller.signal.clone() }),
             counters: Arc::new(Counters::default()),
-            stop: AtomicBool::new(false),
-            poller: Mutex::new(None),
+            poller,
             trace: Mutex::new(None),
             tracing: AtomicBool::new(false),
             settled: AtomicBool::new(false),
@@ -725,30 +720,15 @@ impl EmuNic {
         self.0.inner.step()
     }
 
-    /// Starts a thread that runs the NIC until [`EmuNic::stop_polling`] or drop.
+    /// Has the NIC's poller step it until [`EmuNic::stop_polling`] or drop
+    /// (starting the poller's thread if it has none).
     pub fn start_polling(&self) {
-        let mut p = lock(&self.0.inner.poller);
-        if p.is_some() {
-            return;
-        }
-        self.0.inner.stop.store(false, Ordering::Relaxed);
-        let weak = Arc::downgrade(&self.0.inner);
-        let name = format!("emu-nic-{}", self.0.inner.config.name);
-        *p = Some(
-            std::thread::Builder::new()
-                .name(name)
-                .spawn(move || poll_loop(weak))
-                .expect("spawn the emulated NIC's polling thread"),
-        );
+        self.0.inner.poller.add(&self.0.inner);
     }
 
+    /// Returns once the poller no longer steps this NIC.
     pub fn stop_polling(&self) {
-        let handle = lock(&self.0.inner.poller).take();
-        if let Some(h) = handle {
-            self.0.inner.stop.store(true, Ordering::Relaxed);
-            self.0.inner.wake();
-            let _ = h.join();
-        }
+        self.0.inner.poller.remove(Arc::as_ptr(&self.0.inner));
     }
 
     /// Starts (or restarts) recording every executed WQE.
@@ -764,76 +744,14 @@ impl EmuNic {
     }
 
     pub fn is_polling(&self) -> bool {
-        lock(&self.0.inner.poller).is_some()
+        self.0.inner.poller.contains(&self.0.inner)
     }
 }
 
 impl Drop for Handle {
     fn drop(&mut self) {
-        let handle = lock(&self.inner.poller).take();
-        if let Some(h) = handle {
-            self.inner.stop.store(true, Ordering::Relaxed);
-            self.inner.wake();
-            let _ = h.join();
-        }
+        self.inner.poller.remove(Arc::as_ptr(&self.inner));
         self.inner.fabric.leave(self.inner.node());
-    }
-}
-
-fn poll_loop(weak: Weak<Inner>) {
-    // Idle rounds spent yielding before sleeping: a wake-up through the
-    // condition variable costs tens of microseconds on a busy machine, which
-    // would dominate every emulated latency.
-    const SPIN_ROUNDS: u32 = 64;
-    // An idle round does a full step only this often unless woken (timers:
-    // check_peers, a destination that stays stuck). Between, it looks at
-    // one flag: a full step that finds nothing still takes two locks and
-    // ~240 instructions (benches/emu_nic.rs, idle_step; ~0.5 µs before),
-    // and on two cores shared by the requesters and both NICs idle steps
-    // take CPU from the threads with work (docs/performance.md, "Instruction counts, where wall
-    // clock cannot decide").
-    const FULL_STEP_EVERY: u32 = 16;
-    let mut idle = 0u32;
-    loop {
-        let Some(inner) = weak.upgrade() else { return };
-        if inner.stop.load(Ordering::Relaxed) {
-            return;
-        }
-        // Cleared before the step looks at anything: a doorbell or packet
-        // from now on sets it again, and the next round steps in full.
-        inner.hub.woken.store(false, Ordering::SeqCst);
-        if inner.step() {
-            idle = 0;
-            continue;
-        }
-        idle += 1;
-        if idle < SPIN_ROUNDS {
-            let hub = inner.hub.clone();
-            // Packets over shared memory wake nobody: every round steps.
-            let skip = inner.settled.load(Ordering::Relaxed) && !inner.fabric.is_shared_memory();
-            drop(inner);
-            std::thread::yield_now();
-            if skip {
-                while idle + 1 < SPIN_ROUNDS && !idle.is_multiple_of(FULL_STEP_EVERY) && !hub.woken.load(Ordering::SeqCst) {
-                    idle += 1;
-                    std::thread::yield_now();
-                }
-            }
-            continue;
-        }
-        // Sleep until woken; cross-process packets do not wake us, so poll
-        // again soon regardless. Announce the sleep before the last look at
-        // `woken`: a waker that misses `sleeping` has set `woken` first.
-        let hub = &inner.hub;
-        let (m, cv) = &hub.wake;
-        let g = lock(m);
-        hub.sleeping.store(true, Ordering::SeqCst);
-        if !hub.woken.swap(false, Ordering::SeqCst) {
-            let _ = cv.wait_timeout(g, Duration::from_micros(50));
-        }
-        hub.sleeping.store(false, Ordering::SeqCst);
-        hub.woken.store(false, Ordering::Relaxed);
-        idle = 0;
     }
 }
 

@@ -26,6 +26,8 @@ pub struct Setup {
     /// clock figures from a loaded machine mean less (CPU figures hold up).
     pub cpus: usize,
     pub load: (f64, f64),
+    /// How the emulated NICs were run (RCCL_RUST_GIN_EMU_THREADS), if emulated.
+    pub nic_threads: Option<String>,
 }
 
 /// The 1-minute load average (Linux), or NaN.
@@ -87,6 +89,9 @@ pub fn render(samples: &[Sample], ratios: &[Ratio], format: Format, setup: &Setu
                 "machine: {} CPUs, load average {:.1} at the start, {:.1} at the end (other processes compete for the cores)",
                 setup.cpus, setup.load.0, setup.load.1
             );
+            if let Some(t) = &setup.nic_threads {
+                let _ = writeln!(s, "emulated NIC threads: {t}");
+            }
             let _ = writeln!(s, "  rtt: ping-pong round trip (put, get: post to completion); Mops: message rate, all lanes, until flushed;");
             let _ = writeln!(s, "  GB/s: separate one-lane stream, until the data is at its destination; per-op counters and CPU come from");
             let _ = writeln!(s, "  the message-rate run: req = requesting threads (the GPU's part), nic = emulated NIC threads,");
