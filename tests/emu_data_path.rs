@@ -383,3 +383,31 @@ fn one_coalesced_ack_completes_a_burst_of_writes_and_a_nak_stays_in_order() {
     assert_eq!(e.syndrome, syndrome::REMOTE_ACCESS_ERR, "{e}");
     assert_eq!(e.wqe_index, 16 + 3, "the failed WQE is the bad one, not an earlier write");
 }
+
+/// A step sends at most about 256 KiB of WRITE payload (whole WQEs) and
+/// leaves the rest to the next steps, as a NIC bounds what it has in flight
+/// (host/emu/nic/mod.rs, STEP_PAYLOAD_BUDGET): a deep queue of 64 KiB
+/// WRITEs no longer becomes megabytes of packets in one step. Everything
+/// still lands, in order, with nobody ringing again.
+#[test]
+fn a_step_sends_a_bounded_payload_and_the_next_steps_the_rest() {
+    let fabric = Fabric::threads();
+    let a = Side::new(&fabric, "a", 2 << 20, ALL);
+    let b = Side::new(&fabric, "b", 2 << 20, ALL);
+    let pattern: Vec<u8> = (0..(1u32 << 20)).map(|i| (i * 7 + (i >> 12)) as u8).collect();
+    a.buf.write(0, &pattern);
+    let link = Link::new(&a, &b, 6, 10 * SECOND);
+    let reqs: Vec<_> = (0..16u64).map(|i| write(a.addr(65536 * i), a.mr.lkey, b.addr(65536 * i), b.mr.rkey, 65536)).collect();
+    link.sq.post(&reqs).unwrap();
+    let sent = |n: &rccl_rust_gin::emu::EmuNic| n.counters().packets_sent;
+    assert!(a.nic.step());
+    // 4 KiB packets: 256 KiB is 4 WRITEs of 16 packets.
+    assert_eq!(sent(&a.nic), 4 * 16, "the first step sent one budget of WRITEs");
+    assert_eq!(a.nic.counters().writes, 4);
+    fabric.step_until_idle();
+    assert_eq!(a.nic.counters().writes, 16, "the later steps sent the rest without a doorbell");
+    link.sq.quiet().unwrap();
+    let mut got = vec![0u8; 1 << 20];
+    b.buf.read(0, &mut got);
+    assert!(got == pattern, "1 MiB of WRITEs landed byte for byte");
+}

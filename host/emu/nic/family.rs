@@ -377,6 +377,9 @@ impl Inner {
         let mut progress = false;
         let mut buf = [0u8; 128];
         loop {
+            if st.out_of_budget(qpn) {
+                return progress;
+            }
             let Some(qp) = st.qps.get(&qpn) else { return progress };
             if !matches!(qp.state, QpState::Rts | QpState::Error) {
                 return progress;

@@ -7,6 +7,7 @@ impl Inner {
     /// A doorbell store arrived through a QP's host doorbell.
     pub(super) fn step(&self) -> bool {
         let mut st = lock(&self.state);
+        st.step_payload = 0;
         let mut progress = !st.posted.is_empty() && land_posted(&mut st, Some(Instant::now())) > 0;
         // The QPs rung since the last step; the two lists trade places so
         // neither allocates once warm.
@@ -66,7 +67,7 @@ impl Inner {
         }
         wake_parked(&mut st);
         // Nothing that only time moves on (poll_loop's idle rounds).
-        self.settled.store(st.posted.is_empty() && st.outbox.is_empty(), Ordering::Relaxed);
+        self.settled.store(st.posted.is_empty() && st.outbox.is_empty() && st.dirty.is_empty(), Ordering::Relaxed);
         progress
     }
 
@@ -88,6 +89,9 @@ impl Inner {
     fn run_sq_in(&self, st: &mut State, qpn: u32, buf: &mut [u8]) -> bool {
         let mut progress = false;
         loop {
+            if st.out_of_budget(qpn) {
+                return progress;
+            }
             let Some(qp) = st.qps.get(&qpn) else { return progress };
             if !matches!(qp.state, QpState::Rts | QpState::Error) {
                 return progress;
@@ -277,6 +281,7 @@ impl Inner {
                     bump(&self.counters.read_writes_landed_by_dump, landed as u64);
                 }
                 let total: u64 = gather.iter().map(|s| s.len).sum();
+                st.step_payload += total;
                 bump(&self.counters.writes, 1);
                 bump(&self.counters.payload_bytes, total);
                 (Await::Write, Some(Outgoing::Write { raddr, rkey, total, imm, gather }))
