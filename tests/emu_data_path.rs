@@ -411,3 +411,28 @@ fn a_step_sends_a_bounded_payload_and_the_next_steps_the_rest() {
     b.buf.read(0, &mut got);
     assert!(got == pattern, "1 MiB of WRITEs landed byte for byte");
 }
+
+/// The same bound on the responder: a step answers READs until it has sent
+/// about 256 KiB of READ responses, and the requests left wait in its inbox
+/// for the next step, in order.
+#[test]
+fn a_step_answers_a_bounded_read_payload_and_the_next_steps_the_rest() {
+    let fabric = Fabric::threads();
+    let a = Side::new(&fabric, "a", 2 << 20, ALL);
+    let b = Side::new(&fabric, "b", 2 << 20, ALL);
+    let pattern: Vec<u8> = (0..(1u32 << 20)).map(|i| (i * 11 + (i >> 13)) as u8).collect();
+    b.buf.write(0, &pattern);
+    let link = Link::new(&a, &b, 6, 10 * SECOND);
+    let reqs: Vec<_> = (0..16u64).map(|i| read(a.addr(65536 * i), a.mr.lkey, b.addr(65536 * i), b.mr.rkey, 65536)).collect();
+    link.sq.post(&reqs).unwrap();
+    assert!(a.nic.step());
+    assert_eq!(a.nic.counters().packets_sent, 16, "a READ request carries no payload: all 16 go");
+    assert!(b.nic.step());
+    assert_eq!(b.nic.counters().packets_sent, 4 * 16, "the first step answered one budget of READs");
+    fabric.step_until_idle();
+    assert_eq!(b.nic.counters().packets_sent, 16 * 16, "the later steps answered the rest");
+    link.sq.quiet().unwrap();
+    let mut got = vec![0u8; 1 << 20];
+    a.buf.read(0, &mut got);
+    assert!(got == pattern, "1 MiB of READs landed byte for byte");
+}

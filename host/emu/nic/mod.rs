@@ -275,7 +275,7 @@ struct State {
     inbox: VecDeque<Packet>,
     /// run_sq's copy of the WQE it decodes (kept: requester.rs).
     wqe_buf: Vec<u8>,
-    /// WRITE payload this step has sent (STEP_PAYLOAD_BUDGET).
+    /// Payload this step has sent: WRITEs and READ responses (STEP_PAYLOAD_BUDGET).
     step_payload: u64,
     /// When check_peers last looked (outbox::coarse_now).
     last_peer_check: Duration,
@@ -828,13 +828,15 @@ fn wake_parked(st: &mut State) {
     st.written.clear();
 }
 
-/// WRITE payload one step sends at most before it leaves the remaining WQEs
-/// to the next step, as a NIC bounds the data it has in flight. Without it a
+/// Payload (WRITEs sent, READs answered) one step sends at most before it
+/// leaves the remaining WQEs and incoming packets to the next step, as a
+/// NIC bounds the data it has in flight. Without it a
 /// step turned every published 64 KiB WRITE of a deep queue into packets at
 /// once: megabytes of payload buffers, out of cache and freshly allocated,
 /// before the peer took the first (gin-perf's direct 64 KiB put spent 25-36
 /// µs of NIC CPU per put against the proxy path's 11-12, which posts fewer
-/// at a time). A WQE is never split: one larger than the budget still goes.
+/// at a time; gets the same on the responder). A WQE or READ is never split:
+/// one larger than the budget still goes whole.
 const STEP_PAYLOAD_BUDGET: u64 = 256 << 10;
 
 impl State {

@@ -27,19 +27,27 @@ impl Inner {
         // Each part below is skipped when it has nothing to do: most steps
         // of a polling NIC find little, and the buffers' take-and-return
         // cost more than the test (`idle_step` in benches/emu_nic.rs).
-        if self.fabric.recv_batch(self.node(), &mut st.inbox, 1024) > 0 {
+        // Packets a step left over come first; new ones queue behind them.
+        if self.fabric.recv_batch(self.node(), &mut st.inbox, 1024) > 0 || !st.inbox.is_empty() {
             let mut inbox = std::mem::take(&mut st.inbox);
             // Read in place and dropped together: a packet is ~100 bytes,
             // and each move of one (out of the queue, into a call) was a copy.
             progress = true;
+            let mut taken = 0;
             for p in inbox.iter() {
+                // READ responses count against the step's payload budget:
+                // the rest of the inbox waits for the next step.
+                if st.step_payload >= STEP_PAYLOAD_BUDGET {
+                    break;
+                }
                 if p.body.is_request() {
                     self.respond(&mut st, p);
                 } else {
                     self.on_response(&mut st, p);
                 }
+                taken += 1;
             }
-            inbox.clear();
+            inbox.drain(..taken);
             st.inbox = inbox; // keeps its capacity for the next step
         }
         if !st.ack_qps.is_empty() {
@@ -67,7 +75,8 @@ impl Inner {
         }
         wake_parked(&mut st);
         // Nothing that only time moves on (poll_loop's idle rounds).
-        self.settled.store(st.posted.is_empty() && st.outbox.is_empty() && st.dirty.is_empty(), Ordering::Relaxed);
+        let settled = st.posted.is_empty() && st.outbox.is_empty() && st.dirty.is_empty() && st.inbox.is_empty();
+        self.settled.store(settled, Ordering::Relaxed);
         progress
     }
 

@@ -156,6 +156,7 @@ impl Inner {
                             // SAFETY: inside the checked region.
                             let data = unsafe { dma_read(raddr + off, n as usize) };
                             bump(&self.counters.payload_bytes, n);
+                            st.step_payload += n;
                             let last = off + n == *len;
                             self.reply(&mut st.outbox, p, Body::ReadResponse { offset: off, last, data });
                             off += n;
