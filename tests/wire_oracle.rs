@@ -65,6 +65,24 @@ extern "C" {
     fn rust_gin_wire_cqe_is_sw_owned(op_own: u8, ci: u32, log_cnt: u32) -> i32;
     fn rust_gin_wire_cqe_opcode(op_own: u8) -> u8;
     fn rust_gin_wire_cqe_owner(op_own: u8) -> u8;
+    fn rust_gin_wire_build_wqe_by_shape(
+        req: *const rust_gin_mlx5_request,
+        index: u16,
+        qpn: u32,
+        cq_update: i32,
+        out64: *mut u8,
+    ) -> i32;
+}
+
+/// The device's RC WQE as the list entry points build it (ShapePolicy::by_shape,
+/// SendQueue::post); `device::build_wqe` builds as the GIN operations do (select).
+fn device_wqe_by_shape(r: &rust_gin_mlx5_request, index: u16, qpn: u32, cq_update: bool) -> Option<[u8; 64]> {
+    #[repr(C, align(16))]
+    struct Out([u8; 64]);
+    let mut out = Out([0u8; 64]);
+    // SAFETY: one request, a 16-aligned 64-byte output.
+    let s = unsafe { rust_gin_wire_build_wqe_by_shape(r, index, qpn, cq_update as i32, out.0.as_mut_ptr()) };
+    (s == 0).then_some(out.0)
 }
 
 /// The C++ header's facts, as wire_layout.cpp exports them.
@@ -697,6 +715,8 @@ fn check_case(c: &Case) -> Result<(), String> {
     let oracle = rdma_core_wqe(c);
     let dev = device::build_wqe(&c.req, c.index, c.qpn, c.cq_update)
         .map_err(|e| format!("the device refused {:?}: {e:?}", c.req))?;
+    let by_shape = device_wqe_by_shape(&c.req, c.index, c.qpn, c.cq_update)
+        .ok_or_else(|| format!("the by_shape builder refused {:?}", c.req))?;
     let twin = rust_twin_wqe(c);
     let mut err = String::new();
     if dev != oracle {
@@ -704,6 +724,13 @@ fn check_case(c: &Case) -> Result<(), String> {
             "device build_wqe differs from rdma-core (* = differs):\n{}rdma-core:\n{}",
             hexdump(&dev, &oracle),
             hexdump(&oracle, &dev)
+        );
+    }
+    if by_shape != oracle {
+        err += &format!(
+            "device by_shape builder differs from rdma-core (* = differs):\n{}rdma-core:\n{}",
+            hexdump(&by_shape, &oracle),
+            hexdump(&oracle, &by_shape)
         );
     }
     if twin != oracle {
@@ -1219,6 +1246,7 @@ extern "C" {
         qpn: u32,
         cq_update: i32,
         av48: *const u8,
+        by_shape: i32,
         out128: *mut u8,
     ) -> i32;
     #[allow(clippy::too_many_arguments)]
@@ -1397,14 +1425,23 @@ fn rdma_core_dc_wqe(r: &rust_gin_mlx5_request, ticket: u64, qpn: u32, cq_update:
     out
 }
 
+/// The device's DC WQE, built under both shape policies (mlx5/wqe.h), which
+/// must agree byte for byte; the caller compares it with rdma-core.
 fn device_dc_wqe(r: &rust_gin_mlx5_request, ticket: u64, qpn: u32, cq_update: bool, av: &[u8; 48]) -> [u8; 128] {
     #[repr(C, align(16))]
     struct Out([u8; 128]);
-    let mut out = Out([0u8; 128]);
-    // SAFETY: one request, a 48-byte AV, a 16-aligned 128-byte output.
-    let s = unsafe { rust_gin_wire_build_dc_wqe(r, ticket, qpn, cq_update as i32, av.as_ptr(), out.0.as_mut_ptr()) };
-    assert_eq!(s, 0, "the device refused {r:?}");
-    out.0
+    let build = |by_shape: i32| {
+        let mut out = Out([0u8; 128]);
+        // SAFETY: one request, a 48-byte AV, a 16-aligned 128-byte output.
+        let s = unsafe {
+            rust_gin_wire_build_dc_wqe(r, ticket, qpn, cq_update as i32, av.as_ptr(), by_shape, out.0.as_mut_ptr())
+        };
+        assert_eq!(s, 0, "the device refused {r:?}");
+        out.0
+    };
+    let (select, by_shape) = (build(0), build(1));
+    assert!(select == by_shape, "DC WQE of {r:x?}: select and by_shape builders differ:\n{select:02x?}\n{by_shape:02x?}");
+    select
 }
 
 #[test]

@@ -26,7 +26,8 @@ RG_INLINE int post_list(const rust_gin_mlx5_sq* sq, const rust_gin_mlx5_request*
   RG_WAVE_ENTRY();
   if (!sq || (n && !reqs)) return RUST_GIN_ERR_INVALID;
   if (!requests_valid(reqs, n)) return RUST_GIN_ERR_INVALID;
-  return gin::post_in_turn<R>(sq, [reqs](uint32_t i) { return reqs[i]; }, n, nullptr);
+  // Each request read where the WQE builder needs it, not copied first.
+  return gin::post_in_turn<R>(sq, [reqs](uint32_t i) -> const Request& { return reqs[i]; }, n, nullptr);
 }
 
 // The same for a family F whose requests `valid` checks.
@@ -37,7 +38,7 @@ RG_INLINE int post_family(const typename F::Desc* sq, const rust_gin_mlx5_reques
   for (uint32_t i = 0; i < n; ++i) {
     if (!Valid(reqs[i])) return RUST_GIN_ERR_INVALID;
   }
-  return gin::post_in_turn<R, F>(sq, [reqs](uint32_t i) { return reqs[i]; }, n, nullptr);
+  return gin::post_in_turn<R, F>(sq, [reqs](uint32_t i) -> const Request& { return reqs[i]; }, n, nullptr);
 }
 }  // namespace
 

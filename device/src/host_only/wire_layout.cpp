@@ -36,8 +36,10 @@ extern const size_t rust_gin_wire_extras_len;
 int rust_gin_wire_cqe_is_sw_owned(uint8_t op_own, uint32_t ci, uint32_t log_cnt);
 uint8_t rust_gin_wire_cqe_opcode(uint8_t op_own);
 uint8_t rust_gin_wire_cqe_owner(uint8_t op_own);
+int rust_gin_wire_build_wqe_by_shape(const rust_gin_mlx5_request* req, uint16_t index, uint32_t qpn, int cq_update,
+                                     void* out64);
 int rust_gin_wire_build_dc_wqe(const rust_gin_mlx5_request* req, uint64_t ticket, uint32_t qpn, int cq_update,
-                               const void* av48, void* out128);
+                               const void* av48, int by_shape, void* out128);
 void rust_gin_wire_set_dgram_seg(void* out48, uint64_t key, uint32_t dqp_dct, uint8_t ext, uint8_t stat_rate_sl,
                                  uint8_t fl_mlid, uint16_t rlid, const uint8_t* rmac, uint8_t tclass,
                                  uint8_t hop_limit, uint32_t grh_gid_fl, const uint8_t* rgid);
@@ -177,15 +179,31 @@ int rust_gin_wire_cqe_is_sw_owned(uint8_t op_own, uint32_t ci, uint32_t log_cnt)
 uint8_t rust_gin_wire_cqe_opcode(uint8_t op_own) { return cqe_opcode(op_own); }
 uint8_t rust_gin_wire_cqe_owner(uint8_t op_own) { return cqe_owner(op_own); }
 
-// The DC WQE builder of mlx5/wqe.h (what a DCI's Family::write stores) and
-// the datagram-segment setters of wire.h, for the oracle test.
+// The RC WQE builder of mlx5/wqe.h under its other shape policy:
+// rust_gin_mlx5_build_wqe builds as the GIN operations post (select), this
+// as the list entry points post (by_shape, SendQueue::post), for the oracle.
+int rust_gin_wire_build_wqe_by_shape(const rust_gin_mlx5_request* req, uint16_t index, uint32_t qpn, int cq_update,
+                                     void* out64) {
+  if (!req || !out64 || !request_valid(*req)) return RUST_GIN_ERR_INVALID;
+  Seg* out = static_cast<Seg*>(out64);
+  emit_wqe<ShapePolicy::by_shape>(*req, index, qpn, cq_update != 0, [out](unsigned i, const Seg& seg) { out[i] = seg; });
+  return RUST_GIN_OK;
+}
+
+// The DC WQE builder of mlx5/wqe.h (what a DCI's Family::write stores; with
+// `by_shape`, as the list entry points build it) and the datagram-segment
+// setters of wire.h, for the oracle test.
 int rust_gin_wire_build_dc_wqe(const rust_gin_mlx5_request* req, uint64_t ticket, uint32_t qpn, int cq_update,
-                               const void* av48, void* out128) {
+                               const void* av48, int by_shape, void* out128) {
   if (!req || !av48 || !out128 || !request_valid(*req)) return RUST_GIN_ERR_INVALID;
   Seg* out = static_cast<Seg*>(out128);
   Seg av[3];
   __builtin_memcpy(av, av48, sizeof av);
-  emit_dc_wqe(*req, ticket, qpn, cq_update != 0, av, out);
+  if (by_shape) {
+    emit_dc_wqe<ShapePolicy::by_shape>(*req, ticket, qpn, cq_update != 0, av, out);
+  } else {
+    emit_dc_wqe(*req, ticket, qpn, cq_update != 0, av, out);
+  }
   return RUST_GIN_OK;
 }
 void rust_gin_wire_set_dgram_seg(void* out48, uint64_t key, uint32_t dqp_dct, uint8_t ext, uint8_t stat_rate_sl,

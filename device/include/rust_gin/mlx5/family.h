@@ -46,10 +46,12 @@ struct Family {
   // it is built (mlx5/wqe.h); a DC initiator's (wqe_shift 1) is two, with
   // the target's datagram segment from the queue's dc_targets. The choice
   // is per queue, read from its wave-uniform descriptor: no lane diverges.
+  // P: how the builder picks the request's shape (mlx5/wqe.h, emit_wqe).
+  template <ShapePolicy P = ShapePolicy::select>
   RG_INLINE static void write(const Desc* d, uint64_t slot, uint64_t index, const Request& r, bool cq_update) {
     const uint32_t shift = load_invariant(&d->wqe_shift);
     Seg* dst = reinterpret_cast<Seg*>(load_invariant(&d->wqe_buf) + (slot << (SEND_WQE_SHIFT + shift)));
-    emit_queue_wqe(r, index, shift, load_invariant(&d->qpn), cq_update, &d->dc_targets, dst);
+    emit_queue_wqe<P>(r, index, shift, load_invariant(&d->qpn), cq_update, &d->dc_targets, dst);
   }
 
   // WQEs, then the doorbell record (be32, 16 bits of the producer index),

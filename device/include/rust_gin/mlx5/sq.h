@@ -12,6 +12,9 @@ namespace mlx5 {
 
 using queue::RingPolicy;
 typedef queue::SendQueue<Family> SendQueue;
+// A list post builds each WQE by shape (SendQueue::post): the detection
+// must see mlx5's write template, or posting falls back to selects unseen.
+static_assert(queue::HasShapePolicy<Family>::value, "mlx5::Family::write takes a ShapePolicy");
 
 }  // namespace mlx5
 }  // namespace rust_gin

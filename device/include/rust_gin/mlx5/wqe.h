@@ -16,6 +16,7 @@ using queue::REQ_INLINE;
 using queue::REQ_SIGNALED;
 using queue::REQ_SMALL_FENCE;
 using queue::REQ_SOLICITED;
+using queue::ShapePolicy;
 using queue::kKnownFlags;
 
 RG_INLINE uint8_t fm_ce_se_of(const Request& r, bool cq_update) {
@@ -61,21 +62,27 @@ RG_INLINE bool request_valid(const Request& r) {
 // ctrl + data (DUMP, DS 2) or a lone ctrl (NOP, DS 1). Keeping to one WQEBB
 // lets completion credit be computed from a CQE's wqe_counter alone.
 //
-// The WQE goes out as four 16-byte segments, each computed by selects (no
-// branch per opcode) and handed to `store(i, seg)` as soon as it exists:
+// The shapes, and `any`: the shape chosen at run time by selects.
+enum class Shape : uint8_t { any, nop, dump, data, inl, atomic };
+
+// One WQE of shape S (or of r's shape, S == any). The WQE goes out as four
+// 16-byte segments, each handed to `store(i, seg)` as soon as it exists:
 // only one segment is live at a time, which keeps the register cost of the
-// builder low in every kernel that posts.
+// builder low in every kernel that posts. One body for every shape: for a
+// fixed S the selects below are compile-time constants and fold into a
+// straight-line builder of that shape's segments alone.
 // `ds_extra` octowords of transport segment (DC: the datagram segment) sit
 // between ctrl and the rest; the caller stores them and places the rest.
-template <typename Store>
-RG_INLINE void emit_wqe(const Request& r, uint16_t index, uint32_t qpn, bool cq_update, Store store,
-                        uint8_t ds_extra = 0) {
+template <Shape S, typename Store>
+RG_INLINE void emit_shape(const Request& r, uint16_t index, uint32_t qpn, bool cq_update, Store store,
+                          uint8_t ds_extra) {
   const uint8_t op = r.opcode;
-  const bool nop = op == OP_NOP;
-  const bool dump = op == OP_DUMP;
-  const bool atomic = op == OP_ATOMIC_FA || op == OP_ATOMIC_CS;
+  const bool any = S == Shape::any;
+  const bool nop = any ? op == OP_NOP : S == Shape::nop;
+  const bool dump = any ? op == OP_DUMP : S == Shape::dump;
+  const bool atomic = any ? op == OP_ATOMIC_FA || op == OP_ATOMIC_CS : S == Shape::atomic;
   // Inline only for WRITEs (a READ has a scatter list, never inline data).
-  const bool inl = (r.flags & REQ_INLINE) && op != OP_RDMA_READ;
+  const bool inl = any ? (r.flags & REQ_INLINE) && op != OP_RDMA_READ : S == Shape::inl;
   const uint8_t ds = (nop ? 1 : dump ? 2 : atomic ? 4 : 3) + ds_extra;
   const Seg zero = {0, 0, 0, 0};
   store(0, seg_ctrl(index, op, 0, qpn, fm_ce_se_of(r, cq_update), ds, 0, op == OP_RDMA_WRITE_IMM ? r.imm : 0));
@@ -87,6 +94,35 @@ RG_INLINE void emit_wqe(const Request& r, uint16_t index, uint32_t qpn, bool cq_
            : inl       ? seg_inline8(r.operand0, r.length)
                        : data);
   store(3, atomic ? data : zero);
+}
+
+// The shape picked by policy (queue/request.h): `select` builds with the
+// run-time selects of S == any, `by_shape` dispatches once per request, on
+// its opcode and inline flag, to the shape's own builder. by_shape takes
+// fewer instructions per WQE where requests are read from memory (x86:
+// 167 -> 157 per WQE in batches of 64) but costs registers where a kernel
+// builds requests of several shapes in registers (rust_gin_put 62 -> 63
+// VGPRs, rust_gin_signal_peer 50 -> 52): the list entry points take
+// by_shape, the GIN operations select. docs/performance.md, "Posting core".
+template <ShapePolicy P = ShapePolicy::select, typename Store>
+RG_INLINE void emit_wqe(const Request& r, uint16_t index, uint32_t qpn, bool cq_update, Store store,
+                        uint8_t ds_extra = 0) {
+  if constexpr (P == ShapePolicy::select) {
+    emit_shape<Shape::any>(r, index, qpn, cq_update, store, ds_extra);
+  } else {
+    const uint8_t op = r.opcode;
+    if (op == OP_ATOMIC_FA || op == OP_ATOMIC_CS) {
+      emit_shape<Shape::atomic>(r, index, qpn, cq_update, store, ds_extra);
+    } else if (op == OP_NOP) {
+      emit_shape<Shape::nop>(r, index, qpn, cq_update, store, ds_extra);
+    } else if (op == OP_DUMP) {
+      emit_shape<Shape::dump>(r, index, qpn, cq_update, store, ds_extra);
+    } else if ((r.flags & REQ_INLINE) && op != OP_RDMA_READ) {
+      emit_shape<Shape::inl>(r, index, qpn, cq_update, store, ds_extra);
+    } else {
+      emit_shape<Shape::data>(r, index, qpn, cq_update, store, ds_extra);
+    }
+  }
 }
 
 // A DC initiator's WQE for ticket `ticket`: two WQEBBs (eight 16-byte
@@ -108,6 +144,7 @@ RG_INLINE void emit_wqe(const Request& r, uint16_t index, uint32_t qpn, bool cq_
 // three places on (a uniform offset, `gap`), so a DCI costs a kernel no
 // registers beyond RC's (a second builder did: 11 more VGPRs in put).
 // `shift` is the queue's wqe_shift (0: RC, the one-WQEBB WQE; 1: DC).
+template <ShapePolicy P = ShapePolicy::select>
 RG_INLINE void emit_queue_wqe(const Request& r, uint64_t ticket, uint32_t shift, uint32_t qpn, bool cq_update,
                               const uint64_t* dc_targets, Seg* dst) {
   const uint8_t op = r.opcode;
@@ -117,7 +154,7 @@ RG_INLINE void emit_queue_wqe(const Request& r, uint64_t ticket, uint32_t shift,
   // The segments after ctrl go `gap` places on: through a pointer of their
   // own (one builder for both transports: two cost 11 more VGPRs in put).
   Seg* rest = dst + gap;
-  emit_wqe(r, index, qpn, cq_update && !(shift && local),
+  emit_wqe<P>(r, index, qpn, cq_update && !(shift && local),
            [dst, rest](unsigned i, const Seg& seg) {
              if (i == 0) dst[0] = seg;
              else rest[i] = seg;
@@ -145,11 +182,12 @@ RG_INLINE void emit_queue_wqe(const Request& r, uint64_t ticket, uint32_t shift,
   dst[7] = zero;
 }
 
+template <ShapePolicy P = ShapePolicy::select>
 RG_INLINE void emit_dc_wqe(const Request& r, uint64_t ticket, uint32_t qpn, bool cq_update, const Seg* av, Seg* dst) {
   Request one = r;
   one.dc_target = 0;  // `av` is the one target
   const uint64_t table = reinterpret_cast<uint64_t>(av);
-  emit_queue_wqe(one, ticket, 1, qpn, cq_update, &table, dst);
+  emit_queue_wqe<P>(one, ticket, 1, qpn, cq_update, &table, dst);
 }
 
 // A DC WQE as 128 bytes (the oracle tests).

@@ -30,6 +30,13 @@ using mlx5::OP_RDMA_READ;
 using mlx5::OP_RDMA_WRITE;
 using mlx5::OP_RDMA_WRITE_IMM;
 
+// How a family's WQE builder picks a request's shape (mlx5/wqe.h): with
+// run-time selects over every shape (`select`), or by one dispatch per
+// request to a builder of that shape alone (`by_shape`). Same bytes either
+// way; which is cheaper depends on the caller (SendQueue::post takes
+// by_shape where the family offers it, gin/lanes.h's post_lane select).
+enum class ShapePolicy : uint8_t { select, by_shape };
+
 // Whether a family with neither NOP nor DUMP (bnxt_re, ionic) can encode
 // `r`: a WRITE of 1 byte to 2 GiB or of 1..8 inline bytes, a WRITE_IMM or
 // READ of 1 byte to 2 GiB, an 8-byte atomic; known flags only.
