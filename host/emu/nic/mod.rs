@@ -830,9 +830,8 @@ fn wake_parked(st: &mut State) {
 
 /// Payload (WRITEs sent, READs answered) one step sends at most before it
 /// leaves the remaining WQEs and incoming packets to the next step, as a
-/// NIC bounds the data it has in flight. Without it a
-/// step turned every published 64 KiB WRITE of a deep queue into packets at
-/// once: megabytes of payload buffers, out of cache and freshly allocated,
+/// NIC bounds the data it has in flight. Without it a step turned every
+/// published 64 KiB WRITE of a deep queue into packets at once: megabytes of payload buffers, out of cache and freshly allocated,
 /// before the peer took the first (gin-perf's direct 64 KiB put spent 25-36
 /// µs of NIC CPU per put against the proxy path's 11-12, which posts fewer
 /// at a time; gets the same on the responder). A WQE or READ is never split:
@@ -840,8 +839,8 @@ fn wake_parked(st: &mut State) {
 const STEP_PAYLOAD_BUDGET: u64 = 256 << 10;
 
 impl State {
-    /// Whether this step has sent its WRITE payload budget; if so QP `qpn`
-    /// goes on in the next step.
+    /// Whether this step has sent its payload budget; if so QP `qpn` goes on
+    /// in the next step.
     fn out_of_budget(&mut self, qpn: u32) -> bool {
         let out = self.step_payload >= STEP_PAYLOAD_BUDGET;
         if out {

@@ -1,14 +1,15 @@
 //! The threads that run emulated NICs. A poller is one thread stepping the
-//! NICs given to it, round after round, until it has none left; a NIC of
-//! its own (the default) or of a set shared by every NIC of a process's
-//! fabric (RCCL_RUST_GIN_EMU_THREADS, provider/emu.rs).
+//! NICs given to it, round after round, until it has none left: a NIC's own
+//! (NicConfig's default), or one of the few the provider shares among the
+//! NICs of a process's fabric (RCCL_RUST_GIN_EMU_THREADS, provider/emu.rs).
 //!
 //! Why share: on a machine with fewer cores than NICs plus requesters, a
 //! thread per NIC makes the NICs take turns through the scheduler: each
 //! hand-over between two ranks' NICs is a `sched_yield` or a futex wake and
 //! a context switch, and an idle NIC's polling takes the core from one with
 //! work. One thread stepping both ends of a transfer hands a packet over
-//! within the round (docs/performance.md, "NIC threads"). A real NIC costs
+//! within the round (docs/performance.md, "NIC threads, data in flight and
+//! counter lines"). A real NIC costs
 //! the host no CPU at all; the fewer cycles the emulation burns in the
 //! scheduler, the closer the emulated comparisons come to that.
 
