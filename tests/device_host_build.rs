@@ -9,6 +9,14 @@ use rccl_rust_gin::mlx5::sq::{new_error_record, SendQueue};
 use rccl_rust_gin::mlx5::wire::{doorbell_value, opcode, CtrlSeg, DataSeg, RaddrSeg, UAR_DB_OFFSET};
 use rccl_rust_gin::provider::mlx5::doorbell as mlx5_doorbell;
 
+/// `device::unowned_doorbells` counts for the whole process: the two tests
+/// that read it take turns (tests of one binary run on parallel threads).
+static UNOWNED: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn unowned_count_to_myself() -> std::sync::MutexGuard<'static, ()> {
+    UNOWNED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[test]
 fn host_built_device_code_builds_an_rdma_write() {
     let req = rust_gin_mlx5_request {
@@ -38,6 +46,7 @@ fn host_built_device_code_builds_an_rdma_write() {
 /// "register" here is host memory standing in for the CPU's UAR mapping.
 #[test]
 fn host_posting_on_mlx5_stores_the_doorbell_to_the_queues_own_register() {
+    let _turn = unowned_count_to_myself();
     let mem = QueueMem::new(&HostMemory, 6, RingHome::Host).unwrap();
     let uar = HostMemory.alloc(4096, 4096, Object::WindowData).unwrap();
     let reg = uar.dev_addr() + UAR_DB_OFFSET as u64;
@@ -69,6 +78,7 @@ fn host_posting_on_mlx5_stores_the_doorbell_to_the_queues_own_register() {
 /// that would fault if anything read or wrote it) is never touched.
 #[test]
 fn a_host_ring_of_a_gpu_only_queue_touches_nothing() {
+    let _turn = unowned_count_to_myself();
     let mem = QueueMem::new(&HostMemory, 6, RingHome::Host).unwrap();
     let error = new_error_record(&HostMemory).unwrap();
     let nowhere = 0x10; // the null page: any access faults
