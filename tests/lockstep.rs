@@ -293,6 +293,60 @@ fn hazard_lanes_posting_to_one_queue_on_their_own_deadlock_in_a_wave() {
     }
 }
 
+/// The list entry point builds each WQE by its shape (mlx5/wqe.h,
+/// ShapePolicy::by_shape): in a wave whose lanes post lists of every shape
+/// (inline WRITE, gathered WRITE, fetch-and-add, READ, NOP, DUMP), the
+/// dispatch diverges lane by lane, and every lane's requests still land
+/// once, byte for byte, in order.
+#[test]
+fn a_wave_posting_lists_of_every_shape_lands_each_request() {
+    let b = bed(9, 30_000 * MS);
+    let (base, lkey, rkey) = (b.a.addr(0), b.a.mr.lkey, b.a.mr.rkey);
+    const SRC: u64 = 512 << 10;
+    const GATHERED: u64 = 256 << 10;
+    const READ_BACK: u64 = 640 << 10;
+    const COUNTER: u64 = 768 << 10;
+    const SINKS: u64 = 800 << 10;
+    for l in 0..64u64 {
+        b.a.buf.write((SRC + 8 * l) as usize, &(l * 1000 + 7).to_ne_bytes());
+    }
+    let st = statuses(lanes(64), |l| {
+        let l = u64::from(l);
+        let every = [
+            write_inline(l + 1, 8, base + 8 * l, rkey),
+            write(base + SRC + 8 * l, lkey, base + GATHERED + 8 * l, rkey, 8),
+            fetch_add(base + SINKS + 8 * l, lkey, base + COUNTER, rkey, 1),
+            read(base + READ_BACK + 8 * l, lkey, base + SRC + 8 * l, rkey, 8),
+            rust_gin_mlx5_request { opcode: rccl_rust_gin::mlx5::wire::opcode::NOP, ..Default::default() },
+            rust_gin_mlx5_request { opcode: rccl_rust_gin::mlx5::wire::opcode::DUMP, length: 1, lkey, laddr: base + SRC, ..Default::default() },
+        ];
+        // Lanes start their lists at different shapes: neighbouring lanes
+        // build different shapes in the same step.
+        let reqs: Vec<_> = (0..every.len()).map(|k| every[(k + l as usize) % every.len()]).collect();
+        // SAFETY: a live queue and reqs.len() requests.
+        unsafe { dev::rust_gin_mlx5_post(b.q(), reqs.as_ptr(), reqs.len() as u32) }
+    });
+    assert!(st.iter().all(|s| *s == 0), "{st:?} {:?}", b.link.sq.error());
+    b.link.sq.quiet().unwrap();
+    assert!(b.link.sq.error().is_none());
+    let word = |off: u64| {
+        let mut w = [0u8; 8];
+        b.a.buf.read(off as usize, &mut w);
+        u64::from_ne_bytes(w)
+    };
+    for l in 0..64u64 {
+        assert_eq!(word(8 * l), l + 1, "lane {l}: inline WRITE");
+        assert_eq!(word(GATHERED + 8 * l), l * 1000 + 7, "lane {l}: gathered WRITE");
+        assert_eq!(word(READ_BACK + 8 * l), l * 1000 + 7, "lane {l}: READ");
+    }
+    assert_eq!(word(COUNTER), 64, "one fetch-and-add per lane");
+    let mut olds: Vec<u64> = (0..64u64).map(|l| word(SINKS + 8 * l)).collect();
+    olds.sort_unstable();
+    assert_eq!(olds, (0..64u64).collect::<Vec<_>>(), "each fetch-and-add saw a distinct old value");
+    let c = b.a.nic.counters();
+    assert_eq!((c.writes, c.reads, c.atomics, c.dumps), (128, 64, 64, 64), "every request executed once");
+}
+
 #[test]
 fn hazard_a_deferred_burst_longer_than_the_queue_waits_for_a_doorbell_nobody_rings() {
     const BURST: u64 = 3 * 64; // three queues' worth
