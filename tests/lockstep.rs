@@ -348,6 +348,74 @@ fn a_wave_posting_lists_of_every_shape_lands_each_request() {
 }
 
 #[test]
+fn a_wave_whose_lanes_post_lists_of_one_shape_each_lands_every_request() {
+    // Each lane's list is of one shape, its own (Family::batch picks the
+    // loop for that shape, per lane): inline WRITEs, gathered WRITEs,
+    // fetch-adds, READs, NOPs, in turn from lane to lane.
+    let b = bed(9, 30_000 * MS);
+    let (base, lkey, rkey) = (b.a.addr(0), b.a.mr.lkey, b.a.mr.rkey);
+    const K: u64 = 4; // requests per list
+    const SRC: u64 = 512 << 10;
+    const GATHERED: u64 = 256 << 10;
+    const READ_BACK: u64 = 640 << 10;
+    const COUNTER: u64 = 768 << 10;
+    const SINKS: u64 = 800 << 10;
+    for w in 0..64 * K {
+        b.a.buf.write((SRC + 8 * w) as usize, &(w * 1000 + 7).to_ne_bytes());
+    }
+    let st = statuses(lanes(64), |l| {
+        let l = u64::from(l);
+        let reqs: Vec<_> = (0..K)
+            .map(|k| {
+                let w = l * K + k;
+                match l % 5 {
+                    0 => write_inline(w + 1, 8, base + 8 * w, rkey),
+                    1 => write(base + SRC + 8 * w, lkey, base + GATHERED + 8 * w, rkey, 8),
+                    2 => fetch_add(base + SINKS + 8 * w, lkey, base + COUNTER, rkey, 1),
+                    3 => read(base + READ_BACK + 8 * w, lkey, base + SRC + 8 * w, rkey, 8),
+                    _ => rust_gin_mlx5_request { opcode: rccl_rust_gin::mlx5::wire::opcode::NOP, ..Default::default() },
+                }
+            })
+            .collect();
+        // SAFETY: a live queue and K requests.
+        unsafe { dev::rust_gin_mlx5_post(b.q(), reqs.as_ptr(), K as u32) }
+    });
+    assert!(st.iter().all(|s| *s == 0), "{st:?} {:?}", b.link.sq.error());
+    b.link.sq.quiet().unwrap();
+    assert!(b.link.sq.error().is_none());
+    let word = |off: u64| {
+        let mut w = [0u8; 8];
+        b.a.buf.read(off as usize, &mut w);
+        u64::from_ne_bytes(w)
+    };
+    let (mut adds, mut olds) = (0, vec![]);
+    for l in 0..64u64 {
+        for w in l * K..(l + 1) * K {
+            match l % 5 {
+                0 => assert_eq!(word(8 * w), w + 1, "lane {l}: inline WRITE {w}"),
+                1 => assert_eq!(word(GATHERED + 8 * w), w * 1000 + 7, "lane {l}: gathered WRITE {w}"),
+                2 => {
+                    adds += 1;
+                    olds.push(word(SINKS + 8 * w));
+                }
+                3 => assert_eq!(word(READ_BACK + 8 * w), w * 1000 + 7, "lane {l}: READ {w}"),
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(word(COUNTER), adds, "one fetch-and-add per request");
+    olds.sort_unstable();
+    assert_eq!(olds, (0..adds).collect::<Vec<_>>(), "each fetch-and-add saw a distinct old value");
+    let lanes_of = |r: u64| (0..64u64).filter(|l| l % 5 == r).count() as u64 * K;
+    let c = b.a.nic.counters();
+    assert_eq!(
+        (c.writes, c.reads, c.atomics),
+        (lanes_of(0) + lanes_of(1), lanes_of(3), lanes_of(2)),
+        "every request executed once"
+    );
+}
+
+#[test]
 fn hazard_a_deferred_burst_longer_than_the_queue_waits_for_a_doorbell_nobody_rings() {
     const BURST: u64 = 3 * 64; // three queues' worth
     let b = bed(6, 300 * MS);
@@ -429,10 +497,14 @@ fn mlx5_entry_points_refuse_what_the_nic_would_misread() {
         ("unknown flag", with(good, &|r| r.flags |= 0x80)),
     ];
     for (what, r) in bad {
-        let list = [good, r];
-        // SAFETY: a live queue and two requests.
-        let s = unsafe { dev::rust_gin_mlx5_post(b.q(), list.as_ptr(), 2) };
-        assert_eq!(s, RUST_GIN_ERR_INVALID as i32, "{what}");
+        // After a good request, before one, and a list of it alone: a list
+        // whose requests share opcode and flags is checked by the first
+        // one's rule (mlx5_post's list_shape), any other request by request.
+        for list in [[good, r], [r, good], [r, r]] {
+            // SAFETY: a live queue and two requests.
+            let s = unsafe { dev::rust_gin_mlx5_post(b.q(), list.as_ptr(), 2) };
+            assert_eq!(s, RUST_GIN_ERR_INVALID as i32, "{what}: {list:?}");
+        }
         assert!(dev::build_wqe(&r, 0, 1, false).is_err(), "build_wqe: {what}");
     }
     assert_eq!(b.link.sq.state().resv, 0, "nothing of a refused list is posted");

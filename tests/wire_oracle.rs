@@ -70,18 +70,23 @@ extern "C" {
         index: u16,
         qpn: u32,
         cq_update: i32,
+        uniform: i32,
         out64: *mut u8,
     ) -> i32;
 }
 
-/// The device's RC WQE as the list entry points build it (ShapePolicy::by_shape,
-/// SendQueue::post); `device::build_wqe` builds as the GIN operations do (select).
-fn device_wqe_by_shape(r: &rust_gin_mlx5_request, index: u16, qpn: u32, cq_update: bool) -> Option<[u8; 64]> {
+/// The device's RC WQE as the list entry points write it (SendQueue::post_list):
+/// with `uniform`, by the writer of a list of this request's shape alone,
+/// else by that of a mixed list (ShapePolicy::by_shape); `device::build_wqe`
+/// builds as the GIN operations do (select).
+fn device_wqe_listed(r: &rust_gin_mlx5_request, index: u16, qpn: u32, cq_update: bool, uniform: bool) -> Option<[u8; 64]> {
     #[repr(C, align(16))]
     struct Out([u8; 64]);
     let mut out = Out([0u8; 64]);
     // SAFETY: one request, a 16-aligned 64-byte output.
-    let s = unsafe { rust_gin_wire_build_wqe_by_shape(r, index, qpn, cq_update as i32, out.0.as_mut_ptr()) };
+    let s = unsafe {
+        rust_gin_wire_build_wqe_by_shape(r, index, qpn, cq_update as i32, uniform as i32, out.0.as_mut_ptr())
+    };
     (s == 0).then_some(out.0)
 }
 
@@ -715,8 +720,10 @@ fn check_case(c: &Case) -> Result<(), String> {
     let oracle = rdma_core_wqe(c);
     let dev = device::build_wqe(&c.req, c.index, c.qpn, c.cq_update)
         .map_err(|e| format!("the device refused {:?}: {e:?}", c.req))?;
-    let by_shape = device_wqe_by_shape(&c.req, c.index, c.qpn, c.cq_update)
+    let by_shape = device_wqe_listed(&c.req, c.index, c.qpn, c.cq_update, false)
         .ok_or_else(|| format!("the by_shape builder refused {:?}", c.req))?;
+    let uniform = device_wqe_listed(&c.req, c.index, c.qpn, c.cq_update, true)
+        .ok_or_else(|| format!("the uniform list's writer refused {:?}", c.req))?;
     let twin = rust_twin_wqe(c);
     let mut err = String::new();
     if dev != oracle {
@@ -731,6 +738,13 @@ fn check_case(c: &Case) -> Result<(), String> {
             "device by_shape builder differs from rdma-core (* = differs):\n{}rdma-core:\n{}",
             hexdump(&by_shape, &oracle),
             hexdump(&oracle, &by_shape)
+        );
+    }
+    if uniform != oracle {
+        err += &format!(
+            "device writer of a one-shape list differs from rdma-core (* = differs):\n{}rdma-core:\n{}",
+            hexdump(&uniform, &oracle),
+            hexdump(&oracle, &uniform)
         );
     }
     if twin != oracle {

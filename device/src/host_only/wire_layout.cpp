@@ -12,6 +12,7 @@
 
 #include "rust_gin/mlx5/wire.h"
 #include "rust_gin/abi/error.h"
+#include "rust_gin/mlx5/family.h"
 #include "rust_gin/mlx5/wqe.h"
 
 using namespace rust_gin::mlx5;
@@ -37,7 +38,7 @@ int rust_gin_wire_cqe_is_sw_owned(uint8_t op_own, uint32_t ci, uint32_t log_cnt)
 uint8_t rust_gin_wire_cqe_opcode(uint8_t op_own);
 uint8_t rust_gin_wire_cqe_owner(uint8_t op_own);
 int rust_gin_wire_build_wqe_by_shape(const rust_gin_mlx5_request* req, uint16_t index, uint32_t qpn, int cq_update,
-                                     void* out64);
+                                     int uniform, void* out64);
 int rust_gin_wire_build_dc_wqe(const rust_gin_mlx5_request* req, uint64_t ticket, uint32_t qpn, int cq_update,
                                const void* av48, int by_shape, void* out128);
 void rust_gin_wire_set_dgram_seg(void* out48, uint64_t key, uint32_t dqp_dct, uint8_t ext, uint8_t stat_rate_sl,
@@ -179,14 +180,19 @@ int rust_gin_wire_cqe_is_sw_owned(uint8_t op_own, uint32_t ci, uint32_t log_cnt)
 uint8_t rust_gin_wire_cqe_opcode(uint8_t op_own) { return cqe_opcode(op_own); }
 uint8_t rust_gin_wire_cqe_owner(uint8_t op_own) { return cqe_owner(op_own); }
 
-// The RC WQE builder of mlx5/wqe.h under its other shape policy:
-// rust_gin_mlx5_build_wqe builds as the GIN operations post (select), this
-// as the list entry points post (by_shape, SendQueue::post), for the oracle.
+// The RC WQE as the list entry points write it (SendQueue::post_list,
+// Family::batch), for the oracle: with `uniform`, by the writer of a list
+// whose requests all have this one's shape; else by the writer of a mixed
+// list (ShapePolicy::by_shape). rust_gin_mlx5_build_wqe builds as the GIN
+// operations post (select).
 int rust_gin_wire_build_wqe_by_shape(const rust_gin_mlx5_request* req, uint16_t index, uint32_t qpn, int cq_update,
-                                     void* out64) {
+                                     int uniform, void* out64) {
   if (!req || !out64 || !request_valid(*req)) return RUST_GIN_ERR_INVALID;
-  Seg* out = static_cast<Seg*>(out64);
-  emit_wqe<ShapePolicy::by_shape>(*req, index, qpn, cq_update != 0, [out](unsigned i, const Seg& seg) { out[i] = seg; });
+  Family::Slots s = {};
+  s.buf = reinterpret_cast<uint64_t>(out64);  // a ring of one WQEBB
+  s.qpn = qpn;
+  const Shape kind = uniform ? request_shape(*req) : Shape::any;
+  Family::batch(s, static_cast<uint8_t>(kind), [&](const auto& w) { w.wqe(index, *req, cq_update != 0); });
   return RUST_GIN_OK;
 }
 

@@ -93,8 +93,8 @@ struct Family : queue::NicSqFamily<Family> {
     e[1] = static_cast<uint32_t>(v >> 32);
   }
 
-  RG_INLINE static void write(const Desc* d, uint64_t slot, uint64_t, const Request& r, bool cq_update) {
-    Slot* dst = reinterpret_cast<Slot*>(load_invariant(&d->wqe_buf) + (slot << kWqeShift));
+  RG_INLINE static void write(const Slots& s, uint64_t index, const Request& r, bool cq_update) {
+    Slot* dst = reinterpret_cast<Slot*>(s.buf + ((index & mask(s.log)) << kWqeShift));
     emit_wqe(r, cq_update, [dst](unsigned i, const Slot& s) { dst[i] = s; });
   }
 

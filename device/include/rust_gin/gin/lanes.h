@@ -186,14 +186,15 @@ RG_INLINE int post_lane(const typename F::Desc* q, const Request& r, bool has, b
 
 // Posts a lane's list of requests of any length: per queue, the lanes take
 // turns (the mlx5-level entry points; the GIN operations use post_lane).
+// `kind`: what the requests have in common (SendQueue::post_list).
 template <RingPolicy R, class F = mlx5::Family, typename ReqAt>
-RG_INLINE int post_in_turn(const typename F::Desc* q, ReqAt req, uint32_t n, uint64_t* last) {
+RG_INLINE int post_in_turn(const typename F::Desc* q, ReqAt req, uint32_t n, uint64_t* last, uint8_t kind) {
   typedef typename F::Desc Desc;
   int status = RUST_GIN_OK;
   for_each_queue_group(q, wave::ballot(true), [&](uint64_t group, uint32_t, const Desc* gq) {
     in_lane_order(group, [&] {
       FamilyQueue<F> sq(gq);
-      status = sq.template post<R>(req, n, last);
+      status = sq.template post_list<R>(req, n, last, kind);
     });
   });
   return status;

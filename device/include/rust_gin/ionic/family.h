@@ -73,9 +73,10 @@ struct Family : queue::NicSqFamily<Family> {
   // read as an empty one: one WQE stays free, as rdma-core's ionic_queue_full
   // keeps it ((prod + 1) & mask == cons). tests/emu_families.rs hangs without.
   static constexpr uint32_t kRingSlack = 1;
-  RG_INLINE static void write(const Desc* d, uint64_t slot, uint64_t index, const Request& r, bool cq_update) {
-    Quad* dst = reinterpret_cast<Quad*>(load_invariant(&d->wqe_buf) + slot * WQE_BYTES);
-    emit_wqe(r, static_cast<uint16_t>(slot), color_for(index, 1u << load_invariant(&d->log_wqe_cnt)), cq_update,
+  RG_INLINE static void write(const Slots& s, uint64_t index, const Request& r, bool cq_update) {
+    const uint64_t slot = index & mask(s.log);
+    Quad* dst = reinterpret_cast<Quad*>(s.buf + slot * WQE_BYTES);
+    emit_wqe(r, static_cast<uint16_t>(slot), color_for(index, 1u << s.log), cq_update,
              [dst](unsigned i, const Quad& q) { dst[i] = q; });
   }
 

@@ -19,12 +19,17 @@ using queue::REQ_SOLICITED;
 using queue::ShapePolicy;
 using queue::kKnownFlags;
 
+// Bit arithmetic, not selects: each request flag moves to its control-
+// segment bit, and a strong fence drops the small one (as the selects did,
+// which cost x86 two branches per WQE).
+static_assert(REQ_FENCE << 6 == CTRL_FENCE && REQ_SMALL_FENCE << 3 == CTRL_INITIATOR_SMALL_FENCE &&
+                  REQ_SOLICITED >> 3 == CTRL_SOLICITED && REQ_FENCE << 1 == REQ_SMALL_FENCE,
+              "request flags map onto fm_ce_se by shifts");
 RG_INLINE uint8_t fm_ce_se_of(const Request& r, bool cq_update) {
-  uint8_t f = cq_update ? static_cast<uint8_t>(CTRL_CQ_UPDATE) : 0;
-  if (r.flags & REQ_FENCE) f |= CTRL_FENCE;
-  else if (r.flags & REQ_SMALL_FENCE) f |= CTRL_INITIATOR_SMALL_FENCE;
-  if (r.flags & REQ_SOLICITED) f |= CTRL_SOLICITED;
-  return f;
+  const uint32_t f = r.flags;
+  const uint32_t small = f & ~(f << 1) & REQ_SMALL_FENCE;  // a FENCE clears it
+  return static_cast<uint8_t>((cq_update ? CTRL_CQ_UPDATE : 0) | ((f & REQ_FENCE) << 6) | (small << 3) |
+                              ((f & REQ_SOLICITED) >> 3));
 }
 
 // The largest inline payload: operand0's 8 bytes (ctrl + raddr + inline
@@ -33,46 +38,56 @@ constexpr uint32_t kMaxInline = 8;
 // The largest message of one RC WQE (2^31 bytes).
 constexpr uint32_t kMaxMessage = 0x80000000u;
 
-// Whether build_wqe can encode `r` as the NIC will read it. Refused: unknown
-// opcodes and flags; a WRITE or READ of 0 bytes (a data segment's
-// byte_count of 0 means 2 GiB to mlx5) or of more than 2 GiB; inline data
-// other than 1..8 bytes, or on anything but a WRITE; atomics not of 8 bytes.
-RG_INLINE bool request_valid(const Request& r) {
-  if (r.flags & ~kKnownFlags) return false;
-  const bool inl = (r.flags & REQ_INLINE) != 0;
-  switch (r.opcode) {
-    case OP_NOP:
-      return !inl;
-    case OP_RDMA_WRITE:
-    case OP_RDMA_WRITE_IMM:
-      return inl ? r.length >= 1 && r.length <= kMaxInline : r.length >= 1 && r.length <= kMaxMessage;
-    case OP_RDMA_READ:
-    case OP_DUMP:
-      return !inl && r.length >= 1 && r.length <= kMaxMessage;
-    case OP_ATOMIC_FA:
-    case OP_ATOMIC_CS:
-      return !inl && r.length == 8;
-    default:
-      return false;
-  }
-}
-
 // Every WQE this library posts is one WQEBB: ctrl + raddr + data (DS 3),
 // ctrl + raddr + inline (DS 3), ctrl + raddr + atomic + data (DS 4),
 // ctrl + data (DUMP, DS 2) or a lone ctrl (NOP, DS 1). Keeping to one WQEBB
 // lets completion credit be computed from a CQE's wqe_counter alone.
 //
-// The shapes, and `any`: the shape chosen at run time by selects.
+// The shapes, and `any`: the shape chosen at run time by selects (and, from
+// request_shape, no shape: a request build_wqe cannot encode).
 enum class Shape : uint8_t { any, nop, dump, data, inl, atomic };
 
-// One WQE of shape S (or of r's shape, S == any). The WQE goes out as four
-// 16-byte segments, each handed to `store(i, seg)` as soon as it exists:
-// only one segment is live at a time, which keeps the register cost of the
-// builder low in every kernel that posts. One body for every shape: for a
-// fixed S the selects below are compile-time constants and fold into a
-// straight-line builder of that shape's segments alone.
-// `ds_extra` octowords of transport segment (DC: the datagram segment) sit
-// between ctrl and the rest; the caller stores them and places the rest.
+// What build_wqe makes of requests of one opcode and flags: their shape
+// (Shape::any: none, it cannot encode them) where their length lies in
+// [lo, hi]. Refused: unknown opcodes and flags; a WRITE or READ of 0 bytes
+// (a data segment's byte_count of 0 means 2 GiB to mlx5) or of more than
+// 2 GiB; inline data other than 1..8 bytes, or on anything but a WRITE;
+// atomics not of 8 bytes. A NOP moves nothing: any length.
+struct ShapeRule {
+  Shape shape;
+  uint32_t lo, hi;
+};
+RG_INLINE ShapeRule shape_rule(uint8_t opcode, uint8_t flags) {
+  const ShapeRule none = {Shape::any, 1, 0};
+  if (flags & ~kKnownFlags) return none;
+  const bool inl = (flags & REQ_INLINE) != 0;
+  switch (opcode) {
+    case OP_NOP:
+      return inl ? none : ShapeRule{Shape::nop, 0, 0xffffffffu};
+    case OP_RDMA_WRITE:
+    case OP_RDMA_WRITE_IMM:
+      return inl ? ShapeRule{Shape::inl, 1, kMaxInline} : ShapeRule{Shape::data, 1, kMaxMessage};
+    case OP_RDMA_READ:
+      return inl ? none : ShapeRule{Shape::data, 1, kMaxMessage};
+    case OP_DUMP:
+      return inl ? none : ShapeRule{Shape::dump, 1, kMaxMessage};
+    case OP_ATOMIC_FA:
+    case OP_ATOMIC_CS:
+      return inl ? none : ShapeRule{Shape::atomic, 8, 8};
+    default:
+      return none;
+  }
+}
+RG_INLINE bool length_fits(const ShapeRule& k, uint32_t length) { return length - k.lo <= k.hi - k.lo; }
+
+// The shape build_wqe gives `r`, or Shape::any where it cannot encode `r`
+// as the NIC will read it (shape_rule).
+RG_INLINE Shape request_shape(const Request& r) {
+  const ShapeRule k = shape_rule(r.opcode, r.flags);
+  return length_fits(k, r.length) ? k.shape : Shape::any;
+}
+RG_INLINE bool request_valid(const Request& r) { return request_shape(r) != Shape::any; }
+
 template <Shape S, typename Store>
 RG_INLINE void emit_shape(const Request& r, uint16_t index, uint32_t qpn, bool cq_update, Store store,
                           uint8_t ds_extra) {

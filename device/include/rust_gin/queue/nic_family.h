@@ -26,6 +26,14 @@ struct NicSqFamily {
 
   RG_INLINE static uint32_t mask(uint32_t log) { return (1u << log) - 1; }
 
+  // What the WQE writes of a batch read of the descriptor, read once
+  // (SendQueue::Writer).
+  struct Slots {
+    uint64_t buf;
+    uint32_t log;  // log2 of the ring's WQEs
+  };
+  RG_INLINE static Slots slots(const Desc* d) { return Slots{load_invariant(&d->wqe_buf), load_invariant(&d->log_wqe_cnt)}; }
+
   // WQEs, then one 64-bit doorbell carrying the producer index, behind a
   // system-scope release. Doorbells reach the NIC in order: the protocol's
   // ring lock gives that (ionic's GDA mode requires it).

@@ -45,6 +45,20 @@ struct HasShapePolicy<F, decltype(void(&F::template write<ShapePolicy::by_shape>
   static constexpr bool value = true;
 };
 
+// Whether family F chooses a writer per batch (F::batch, mlx5/family.h).
+template <class F, class = void>
+struct HasBatch {
+  static constexpr bool value = false;
+};
+struct AnyBatchBody {
+  template <typename W>
+  void operator()(const W&) const {}
+};
+template <class F>
+struct HasBatch<F, decltype(void(F::batch(typename F::Slots{}, uint8_t{0}, AnyBatchBody{})))> {
+  static constexpr bool value = true;
+};
+
 // Ring now, or leave the published WQEs for a later ring (aggregation).
 enum class RingPolicy { now, defer };
 
@@ -122,7 +136,11 @@ class SendQueue {
   // without them it asks for a CQE at the end of every batch instead.
   RG_INLINE bool wants_cqe(uint64_t base, uint32_t n, uint32_t i, const Request& r) const {
     if (r.flags & REQ_SIGNALED) return true;
-    if (i + 1 != n) return false;
+    return i + 1 == n && end_wants_cqe(base, n);
+  }
+  // Whether the last WQE of the batch [base, base+n) requests a CQE
+  // whatever its request says.
+  RG_INLINE bool end_wants_cqe(uint64_t base, uint32_t n) const {
     if (!F::kFlushWqe && !rd(d_->flush_lkey)) return true;
     const uint32_t p = rd(d_->log_signal_period);
     return ((base + n) >> p) != (base >> p);
@@ -193,12 +211,39 @@ class SendQueue {
   // the shape policy P where the family's write takes one (HasShapePolicy).
   template <ShapePolicy P = ShapePolicy::select>
   RG_INLINE void write(uint64_t index, const Request& r, bool cq_update) {
-    if constexpr (HasShapePolicy<F>::value) {
-      F::template write<P>(d_, index & (depth() - 1), index, r, cq_update);
-    } else {
-      F::write(d_, index & (depth() - 1), index, r, cq_update);
-    }
+    writer().template write<P>(index, r, cq_update);
   }
+
+  // What the WQE writes of a batch need of the descriptor, read once (the
+  // family's Slots).
+  struct Writer {
+    typename F::Slots slots;
+    template <ShapePolicy P = ShapePolicy::select>
+    RG_INLINE void write(uint64_t index, const Request& r, bool cq_update) const {
+      if constexpr (HasShapePolicy<F>::value) {
+        F::template write<P>(slots, index, r, cq_update);
+      } else {
+        F::write(slots, index, r, cq_update);
+      }
+    }
+    // A WQE of a batch (post): the shape picked per request.
+    RG_INLINE void wqe(uint64_t index, const Request& r, bool cq_update) const {
+      write<ShapePolicy::by_shape>(index, r, cq_update);
+    }
+    // Runs body(w) with the family's writer for a batch of a list whose
+    // requests have `kind` in common (family-defined; F::batch), where the
+    // family has one (HasBatch), else with this one. w.wqe(index, r,
+    // cq_update) writes one WQE.
+    template <typename Body>
+    RG_INLINE void batch(uint8_t kind, Body body) const {
+      if constexpr (HasBatch<F>::value) {
+        F::batch(slots, kind, body);
+      } else {
+        body(*this);
+      }
+    }
+  };
+  RG_INLINE Writer writer() const { return Writer{F::slots(d_)}; }
 
   // Publishes [base, base+n) after every earlier ticket. `signaled_end` is
   // base+n when the batch's last WQE requests a CQE, else 0. Only one lane of
@@ -295,6 +340,19 @@ class SendQueue {
   // request, which then never takes a trip through (scratch) memory.
   template <RingPolicy R = RingPolicy::now, typename ReqAt>
   RG_INLINE int post(ReqAt req, uint32_t n, uint64_t* last = nullptr) {
+    return post_batches<R, false>(req, n, last, 0);
+  }
+  // The same for a list whose requests have `kind` in common, as the
+  // family's batch writer reads it (Writer::batch): the entry points that
+  // post a caller's list (rust_gin_device.hip), which alone carry the
+  // batch writer's copies of the loop.
+  template <RingPolicy R = RingPolicy::now, typename ReqAt>
+  RG_INLINE int post_list(ReqAt req, uint32_t n, uint64_t* last, uint8_t kind) {
+    return post_batches<R, true>(req, n, last, kind);
+  }
+
+  template <RingPolicy R, bool kList, typename ReqAt>
+  RG_INLINE int post_batches(ReqAt req, uint32_t n, uint64_t* last, uint8_t kind) {
     if (failed()) return RUST_GIN_ERR_QP_FAILED;
     Bound bound(rd(d_->timeout_ns));
     uint32_t first = 0;
@@ -304,18 +362,25 @@ class SendQueue {
       const uint64_t base = reserve(m);
       int s = wait_credit(base, m, bound);
       if (s) return s;
-      bool last_cqe = false;
       bool reads = false;
-      for (uint32_t i = 0; i < m; ++i) {
-        // A reference where req yields one (an array: rust_gin_device.hip's
-        // post_list), else the value; copying an array's request first cost
-        // the GPU build registers and x86 ~14 instructions per WQE.
-        const Request& r = req(first + i);
-        const bool cqe = wants_cqe(base, m, i, r);
-        reads |= r.opcode == OP_RDMA_READ;
-        write<ShapePolicy::by_shape>(base + i, r, cqe);
-        last_cqe = cqe;
+      const bool end_cqe = end_wants_cqe(base, m);
+      const auto each = [&](const auto& w) {
+        for (uint32_t i = 0; i < m; ++i) {
+          // A reference where req yields one (an array: rust_gin_device.hip's
+          // post_list), else the value; copying an array's request first
+          // cost the GPU build registers and x86 ~14 instructions per WQE.
+          // A 64-bit index, so that the compiler may step a pointer.
+          const Request& r = req(uint64_t{first} + i);
+          reads |= r.opcode == OP_RDMA_READ;
+          w.wqe(base + i, r, (r.flags & REQ_SIGNALED) || (end_cqe && i + 1 == m));
+        }
+      };
+      if constexpr (kList) {
+        writer().batch(kind, each);
+      } else {
+        each(writer());
       }
+      const bool last_cqe = end_cqe || (req(first + m - 1).flags & REQ_SIGNALED);
       // Once per batch: the batch's end covers its READs.
       if (reads) note_read(base + m - 1);
       s = wait_turn(base, bound);
