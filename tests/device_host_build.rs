@@ -73,6 +73,70 @@ fn host_posting_on_mlx5_stores_the_doorbell_to_the_queues_own_register() {
     assert_eq!(device::unowned_doorbells(), unowned);
 }
 
+/// Lists posted through mlx5_post are written WQE by WQE as build_wqe
+/// (oracle-checked, tests/wire_oracle.rs) builds each request alone,
+/// whichever batch writer the list gets (mlx5/family.h, Family::batch): a
+/// list of one ListKind (WRITEs, inline WRITEs, fetch-adds; SIGNALED on
+/// some), and lists that differ from one such list in one request's
+/// fence, opcode or inline flag only, which must not take its writer.
+#[test]
+fn every_list_is_written_as_its_requests_are_built_one_by_one() {
+    const FENCE: u8 = rccl_rust_gin::abi::RUST_GIN_REQ_FENCE as u8;
+    const SMALL_FENCE: u8 = rccl_rust_gin::abi::RUST_GIN_REQ_SMALL_FENCE as u8;
+    const SIGNALED: u8 = rccl_rust_gin::abi::RUST_GIN_REQ_SIGNALED as u8;
+    const INLINE: u8 = rccl_rust_gin::abi::RUST_GIN_REQ_INLINE as u8;
+    const SOLICITED: u8 = rccl_rust_gin::abi::RUST_GIN_REQ_SOLICITED as u8;
+    let w = |i: u64, flags: u8| rust_gin_mlx5_request {
+        opcode: opcode::RDMA_WRITE,
+        flags,
+        length: if flags & INLINE != 0 { 8 } else { 64 + i as u32 },
+        lkey: 1 + i as u32,
+        rkey: 2 + i as u32,
+        laddr: 64 * i,
+        raddr: 4096 + 64 * i,
+        operand0: 0x1122_3344_5566_7700 + i,
+        imm: 0xdead_0000 + i as u32,
+        ..Default::default()
+    };
+    let with = |mut r: rust_gin_mlx5_request, op: u8| {
+        r.opcode = op;
+        r.length = if op == opcode::ATOMIC_FA || op == opcode::ATOMIC_CS { 8 } else { r.length };
+        r
+    };
+    let lists: Vec<(&str, Vec<rust_gin_mlx5_request>)> = vec![
+        ("WRITEs", vec![w(0, 0), w(1, SIGNALED), w(2, 0), w(3, 0)]),
+        ("inline WRITEs", vec![w(0, INLINE | SIGNALED), w(1, INLINE), w(2, INLINE)]),
+        ("fetch-adds", vec![with(w(0, 0), opcode::ATOMIC_FA), with(w(1, SIGNALED), opcode::ATOMIC_FA)]),
+        ("a fenced WRITE among WRITEs", vec![w(0, 0), w(1, FENCE), w(2, 0)]),
+        ("a small-fenced WRITE among WRITEs", vec![w(0, 0), w(1, 0), w(2, SMALL_FENCE)]),
+        ("a solicited WRITE first", vec![w(0, SOLICITED), w(1, 0)]),
+        ("a WRITE_IMM among WRITEs", vec![w(0, 0), with(w(1, 0), opcode::RDMA_WRITE_IMM)]),
+        ("a READ among WRITEs", vec![w(0, 0), with(w(1, 0), opcode::RDMA_READ)]),
+        ("an inline WRITE among WRITEs", vec![w(0, 0), w(1, INLINE), w(2, 0)]),
+        ("a compare-and-swap among fetch-adds", vec![with(w(0, 0), opcode::ATOMIC_FA), with(w(1, 0), opcode::ATOMIC_CS)]),
+        ("a fenced fetch-add first", vec![with(w(0, FENCE), opcode::ATOMIC_FA), with(w(1, 0), opcode::ATOMIC_FA)]),
+    ];
+    let error = new_error_record(&HostMemory).unwrap();
+    let qpn = 0x00ab_cd12;
+    for (what, list) in lists {
+        let mem = QueueMem::new(&HostMemory, 6, RingHome::Host).unwrap();
+        let desc = mem.descriptor(qpn, 0x41, 0x10, 0, 0, error.dev_addr(), 1_000_000_000);
+        let sq = SendQueue::new(&HostMemory, &desc).unwrap();
+        let _turn = unowned_count_to_myself(); // its host ring is refused and counted
+        sq.post(&list).unwrap();
+        for (i, r) in list.iter().enumerate() {
+            let mut got = [0u8; 64];
+            mem.sq.read(64 * i, &mut got);
+            // The CQE bit as posted (the batch's end may ask for one); a
+            // SIGNALED request must have it.
+            let cq = got[11] & 0x08 != 0;
+            assert!(cq || r.flags & SIGNALED == 0, "{what}: WQE {i} is SIGNALED but asks for no CQE");
+            let want = device::build_wqe(r, i as u16, qpn, cq).unwrap();
+            assert_eq!(got, want, "{what}: WQE {i} differs from build_wqe of {r:?}");
+        }
+    }
+}
+
 /// A queue mapped for GPU kernels only names no host doorbell: a host-side
 /// ring of it is counted and reported, and its doorbell address (here one
 /// that would fault if anything read or wrote it) is never touched.

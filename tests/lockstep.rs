@@ -349,9 +349,10 @@ fn a_wave_posting_lists_of_every_shape_lands_each_request() {
 
 #[test]
 fn a_wave_whose_lanes_post_lists_of_one_shape_each_lands_every_request() {
-    // Each lane's list is of one shape, its own (Family::batch picks the
-    // loop for that shape, per lane): inline WRITEs, gathered WRITEs,
-    // fetch-adds, READs, NOPs, in turn from lane to lane.
+    // Each lane's list is of one operation, its own: inline WRITEs,
+    // gathered WRITEs, fetch-adds (each with a loop of its own, a ListKind
+    // of mlx5/wqe.h, chosen per lane by Family::batch), READs and NOPs
+    // (the mixed lists' loop), in turn from lane to lane.
     let b = bed(9, 30_000 * MS);
     let (base, lkey, rkey) = (b.a.addr(0), b.a.mr.lkey, b.a.mr.rkey);
     const K: u64 = 4; // requests per list
@@ -499,7 +500,7 @@ fn mlx5_entry_points_refuse_what_the_nic_would_misread() {
     for (what, r) in bad {
         // After a good request, before one, and a list of it alone: a list
         // whose requests share opcode and flags is checked by the first
-        // one's rule (mlx5_post's list_shape), any other request by request.
+        // one's rule (mlx5_post's check_list), any other request by request.
         for list in [[good, r], [r, good], [r, r]] {
             // SAFETY: a live queue and two requests.
             let s = unsafe { dev::rust_gin_mlx5_post(b.q(), list.as_ptr(), 2) };

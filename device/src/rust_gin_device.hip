@@ -13,43 +13,43 @@ using namespace rust_gin;
 using namespace rust_gin::mlx5;
 
 namespace {
-// Every request of a list checked before any is posted, and their shape
-// where it is one for the whole list (else Shape::any): the batch writer
-// then builds that shape alone (mlx5/family.h, Family::batch). Returns
-// false where a request is invalid. No early exit: lists are valid nearly
-// always, and a branch per request costs more than it saves.
-RG_INLINE bool list_shape(const rust_gin_mlx5_request* reqs, uint32_t n, Shape* shape) {
-  *shape = Shape::any;
+// Every request of a list checked before any is posted; returns false
+// where one is invalid. *kind: the list's ListKind (mlx5/wqe.h), for the
+// batch writer (mlx5/family.h, Family::batch). No early exit: lists are
+// valid nearly always, and a branch per request costs more than it saves.
+RG_INLINE bool check_list(const rust_gin_mlx5_request* reqs, uint32_t n, ListKind* kind) {
+  *kind = ListKind::mixed;
   if (!n) return true;
-  // Most lists repeat one opcode and flags: one rule for all, and a length
-  // test per request.
-  const ShapeRule k = shape_rule(reqs[0].opcode, reqs[0].flags);
+  // Most lists repeat one opcode and, but for SIGNALED (which only asks
+  // for a CQE), one set of flags: one rule for all, and a length test per
+  // request.
+  const uint8_t op = reqs[0].opcode;
+  const uint8_t flags = reqs[0].flags & ~REQ_SIGNALED;
+  const ShapeRule k = shape_rule(op, flags);
   bool same = true, fits = true;
   for (uint32_t i = 0; i < n; ++i) {
-    same &= reqs[i].opcode == reqs[0].opcode && reqs[i].flags == reqs[0].flags;
+    same &= reqs[i].opcode == op && (reqs[i].flags & ~REQ_SIGNALED) == flags;
     fits &= length_fits(k, reqs[i].length);
   }
   if (same) {
-    if (fits) *shape = k.shape;
-    return fits && k.shape != Shape::any;
+    const bool ok = fits && k.shape != Shape::any;
+    if (ok) *kind = list_kind(op, flags);
+    return ok;
   }
-  // Else each its own rule: one bit per shape seen, bit 0 (Shape::any) an
-  // invalid request.
-  uint32_t seen = 0;
-  for (uint32_t i = 0; i < n; ++i) seen |= 1u << static_cast<uint32_t>(request_shape(reqs[i]));
-  if (!(seen & (seen - 1))) *shape = static_cast<Shape>(__builtin_ctz(seen));
-  return !(seen & 1u);
+  bool ok = true;
+  for (uint32_t i = 0; i < n; ++i) ok &= request_valid(reqs[i]);
+  return ok;
 }
 
 template <RingPolicy R>
 RG_INLINE int post_list(const rust_gin_mlx5_sq* sq, const rust_gin_mlx5_request* reqs, uint32_t n) {
   RG_WAVE_ENTRY();
   if (!sq || (n && !reqs)) return RUST_GIN_ERR_INVALID;
-  Shape shape;
-  if (!list_shape(reqs, n, &shape)) return RUST_GIN_ERR_INVALID;
+  ListKind kind;
+  if (!check_list(reqs, n, &kind)) return RUST_GIN_ERR_INVALID;
   // Each request read where the WQE builder needs it, not copied first.
   return gin::post_in_turn<R>(sq, [reqs](uint64_t i) -> const Request& { return reqs[i]; }, n, nullptr,
-                              static_cast<uint8_t>(shape));
+                              static_cast<uint8_t>(kind));
 }
 
 // The same for a family F whose requests `valid` checks.

@@ -182,16 +182,16 @@ uint8_t rust_gin_wire_cqe_owner(uint8_t op_own) { return cqe_owner(op_own); }
 
 // The RC WQE as the list entry points write it (SendQueue::post_list,
 // Family::batch), for the oracle: with `uniform`, by the writer of a list
-// whose requests all have this one's shape; else by the writer of a mixed
-// list (ShapePolicy::by_shape). rust_gin_mlx5_build_wqe builds as the GIN
-// operations post (select).
+// of requests like this one (its ListKind, mlx5/wqe.h); else by that of a
+// mixed list (ShapePolicy::by_shape). rust_gin_mlx5_build_wqe builds as
+// the GIN operations post (select).
 int rust_gin_wire_build_wqe_by_shape(const rust_gin_mlx5_request* req, uint16_t index, uint32_t qpn, int cq_update,
                                      int uniform, void* out64) {
   if (!req || !out64 || !request_valid(*req)) return RUST_GIN_ERR_INVALID;
   Family::Slots s = {};
   s.buf = reinterpret_cast<uint64_t>(out64);  // a ring of one WQEBB
   s.qpn = qpn;
-  const Shape kind = uniform ? request_shape(*req) : Shape::any;
+  const ListKind kind = uniform ? list_kind(req->opcode, req->flags) : ListKind::mixed;
   Family::batch(s, static_cast<uint8_t>(kind), [&](const auto& w) { w.wqe(index, *req, cq_update != 0); });
   return RUST_GIN_OK;
 }

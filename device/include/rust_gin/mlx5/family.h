@@ -77,28 +77,37 @@ struct Family {
 
   // A batch of a caller's list (SendQueue::post_list): `body(w)` runs the
   // batch's loop with a writer w chosen once for the batch, not per WQE:
-  // for the queue's transport and, where the list's requests are all of
-  // one shape (`kind`, a Shape: mlx5_post's list_shape), for that shape
-  // alone. x86 (posting_timing, 8-byte WRITEs): 121 -> 88 instructions per
-  // WQE with the list check. Only the shapes that lists of puts, values
-  // and signals have get a loop of their own, and DC lists take the
-  // run-time selects: each loop copy holds its own registers, and all
-  // seven cost mlx5_post 68 VGPRs (3 spilled at 64); these four, 62.
-  template <Shape S>
+  // for the queue's transport and, for a list of one kind (`kind`, a
+  // ListKind: mlx5/wqe.h), one whose shape, opcode and fence bits are
+  // constants. x86 (posting_timing, 8-byte WRITEs in batches of 64): 157
+  // -> 77 instructions per WQE with mlx5_post's list check. Only these
+  // three kinds get a loop of their own, and DC lists take the run-time
+  // selects: each loop copy holds registers of its own (a loop per shape
+  // for all five shapes and DC by shape cost mlx5_post 68 VGPRs, 3 spilled
+  // at 64; one per shape with the list's opcode and fence bits in
+  // registers, 66). docs/performance.md, "Posting core".
+  template <ListKind K>
   struct RcWriter {
     Slots s;
+    RG_INLINE static bool is_read(const Request& r) { return K == ListKind::mixed && r.opcode == OP_RDMA_READ; }
     RG_INLINE void wqe(uint64_t index, const Request& r, bool cq_update) const {
       Seg* dst = reinterpret_cast<Seg*>(s.buf + ((index & s.mask) << SEND_WQE_SHIFT));
       const auto store = [dst](unsigned i, const Seg& seg) { dst[i] = seg; };
-      if constexpr (S == Shape::any) {
-        emit_wqe<ShapePolicy::by_shape>(r, static_cast<uint16_t>(index), s.qpn, cq_update, store);
+      const uint16_t idx = static_cast<uint16_t>(index);
+      if constexpr (K == ListKind::write) {
+        emit_shape_with<Shape::data>(Head{OP_RDMA_WRITE, 0}, r, idx, s.qpn, cq_update, store, 0);
+      } else if constexpr (K == ListKind::write_inline) {
+        emit_shape_with<Shape::inl>(Head{OP_RDMA_WRITE, 0}, r, idx, s.qpn, cq_update, store, 0);
+      } else if constexpr (K == ListKind::fetch_add) {
+        emit_shape_with<Shape::atomic>(Head{OP_ATOMIC_FA, 0}, r, idx, s.qpn, cq_update, store, 0);
       } else {
-        emit_shape<S>(r, static_cast<uint16_t>(index), s.qpn, cq_update, store, 0);
+        emit_wqe<ShapePolicy::by_shape>(r, idx, s.qpn, cq_update, store);
       }
     }
   };
   struct DcWriter {
     Slots s;
+    RG_INLINE static bool is_read(const Request& r) { return r.opcode == OP_RDMA_READ; }
     RG_INLINE void wqe(uint64_t index, const Request& r, bool cq_update) const {
       Family::write<ShapePolicy::select>(s, index, r, cq_update);
     }
@@ -106,11 +115,11 @@ struct Family {
   template <typename Body>
   RG_INLINE static void batch(const Slots& s, uint8_t kind, Body body) {
     if (s.shift) return body(DcWriter{s});
-    switch (static_cast<Shape>(kind)) {
-      case Shape::data: return body(RcWriter<Shape::data>{s});
-      case Shape::inl: return body(RcWriter<Shape::inl>{s});
-      case Shape::atomic: return body(RcWriter<Shape::atomic>{s});
-      default: return body(RcWriter<Shape::any>{s});
+    switch (static_cast<ListKind>(kind)) {
+      case ListKind::write: return body(RcWriter<ListKind::write>{s});
+      case ListKind::write_inline: return body(RcWriter<ListKind::write_inline>{s});
+      case ListKind::fetch_add: return body(RcWriter<ListKind::fetch_add>{s});
+      default: return body(RcWriter<ListKind::mixed>{s});
     }
   }
 

@@ -88,10 +88,21 @@ RG_INLINE Shape request_shape(const Request& r) {
 }
 RG_INLINE bool request_valid(const Request& r) { return request_shape(r) != Shape::any; }
 
+// What a WQE's control segment takes from its request besides the index
+// and the CQE flag: the opcode, and fm_ce_se's fence and solicited bits.
+// The writer of a list of one ListKind (below) builds with a constant one.
+struct Head {
+  uint8_t op;
+  uint8_t fm;
+};
+RG_INLINE Head head_of(const Request& r) { return Head{r.opcode, fm_ce_se_of(r, false)}; }
+
+// emit_shape with the opcode and fence bits from `h` (head_of(r), or a
+// list's constant Head); every other field from r.
 template <Shape S, typename Store>
-RG_INLINE void emit_shape(const Request& r, uint16_t index, uint32_t qpn, bool cq_update, Store store,
-                          uint8_t ds_extra) {
-  const uint8_t op = r.opcode;
+RG_INLINE void emit_shape_with(Head h, const Request& r, uint16_t index, uint32_t qpn, bool cq_update, Store store,
+                               uint8_t ds_extra) {
+  const uint8_t op = h.op;
   const bool any = S == Shape::any;
   const bool nop = any ? op == OP_NOP : S == Shape::nop;
   const bool dump = any ? op == OP_DUMP : S == Shape::dump;
@@ -100,7 +111,8 @@ RG_INLINE void emit_shape(const Request& r, uint16_t index, uint32_t qpn, bool c
   const bool inl = any ? (r.flags & REQ_INLINE) && op != OP_RDMA_READ : S == Shape::inl;
   const uint8_t ds = (nop ? 1 : dump ? 2 : atomic ? 4 : 3) + ds_extra;
   const Seg zero = {0, 0, 0, 0};
-  store(0, seg_ctrl(index, op, 0, qpn, fm_ce_se_of(r, cq_update), ds, 0, op == OP_RDMA_WRITE_IMM ? r.imm : 0));
+  const uint8_t fm = static_cast<uint8_t>(h.fm | (cq_update ? CTRL_CQ_UPDATE : 0));
+  store(0, seg_ctrl(index, op, 0, qpn, fm, ds, 0, op == OP_RDMA_WRITE_IMM ? r.imm : 0));
   // An atomic's result segment has byte_count 8, as rdma-core writes it.
   const Seg data = seg_data(atomic ? 8 : r.length, r.lkey, r.laddr);
   store(1, nop ? zero : dump ? data : seg_raddr(r.raddr, r.rkey));
@@ -109,6 +121,27 @@ RG_INLINE void emit_shape(const Request& r, uint16_t index, uint32_t qpn, bool c
            : inl       ? seg_inline8(r.operand0, r.length)
                        : data);
   store(3, atomic ? data : zero);
+}
+
+template <Shape S, typename Store>
+RG_INLINE void emit_shape(const Request& r, uint16_t index, uint32_t qpn, bool cq_update, Store store,
+                          uint8_t ds_extra) {
+  emit_shape_with<S>(head_of(r), r, index, qpn, cq_update, store, ds_extra);
+}
+
+// The lists whose WQEs are built with shape, opcode and fence bits all
+// known at compile time (Family::batch): every request of one of these
+// operations, with no flag but SIGNALED (and INLINE for inline WRITEs).
+// What GIN puts, values and signals post in bulk; any other list is
+// `mixed`, and each of its requests is built by its own shape.
+enum class ListKind : uint8_t { mixed, write, write_inline, fetch_add };
+
+// The kind of a list whose requests share `op` and, but for SIGNALED,
+// `flags`.
+RG_INLINE ListKind list_kind(uint8_t op, uint8_t flags) {
+  const uint8_t f = flags & ~REQ_SIGNALED;
+  if (op == OP_RDMA_WRITE) return f == 0 ? ListKind::write : f == REQ_INLINE ? ListKind::write_inline : ListKind::mixed;
+  return op == OP_ATOMIC_FA && f == 0 ? ListKind::fetch_add : ListKind::mixed;
 }
 
 // The shape picked by policy (queue/request.h): `select` builds with the

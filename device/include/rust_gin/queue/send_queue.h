@@ -230,10 +230,12 @@ class SendQueue {
     RG_INLINE void wqe(uint64_t index, const Request& r, bool cq_update) const {
       write<ShapePolicy::by_shape>(index, r, cq_update);
     }
+    // Whether r is a READ (a batch writer may know it never is).
+    RG_INLINE static bool is_read(const Request& r) { return r.opcode == OP_RDMA_READ; }
     // Runs body(w) with the family's writer for a batch of a list whose
     // requests have `kind` in common (family-defined; F::batch), where the
     // family has one (HasBatch), else with this one. w.wqe(index, r,
-    // cq_update) writes one WQE.
+    // cq_update) writes one WQE, and w.is_read(r) says whether r is a READ.
     template <typename Body>
     RG_INLINE void batch(uint8_t kind, Body body) const {
       if constexpr (HasBatch<F>::value) {
@@ -371,7 +373,7 @@ class SendQueue {
           // cost the GPU build registers and x86 ~14 instructions per WQE.
           // A 64-bit index, so that the compiler may step a pointer.
           const Request& r = req(uint64_t{first} + i);
-          reads |= r.opcode == OP_RDMA_READ;
+          reads |= w.is_read(r);
           w.wqe(base + i, r, (r.flags & REQ_SIGNALED) || (end_cqe && i + 1 == m));
         }
       };
