@@ -150,8 +150,9 @@ RG_INLINE ListKind list_kind(uint8_t op, uint8_t flags) {
 // fewer instructions per WQE where requests are read from memory (x86:
 // 167 -> 157 per WQE in batches of 64) but costs registers where a kernel
 // builds requests of several shapes in registers (rust_gin_put 62 -> 63
-// VGPRs, rust_gin_signal_peer 50 -> 52): the list entry points take
-// by_shape, the GIN operations select. docs/performance.md, "Posting core".
+// VGPRs, rust_gin_signal_peer 50 -> 52): mixed lists take by_shape (lists
+// of one ListKind their own loops, mlx5/family.h), the GIN operations
+// select. docs/performance.md, "Posting core".
 template <ShapePolicy P = ShapePolicy::select, typename Store>
 RG_INLINE void emit_wqe(const Request& r, uint16_t index, uint32_t qpn, bool cq_update, Store store,
                         uint8_t ds_extra = 0) {
