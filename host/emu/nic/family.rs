@@ -316,9 +316,7 @@ impl Bell {
         }
         self.counters.doorbells.fetch_add(1, Ordering::Relaxed);
         f.sq_value.store(value, Ordering::Release);
-        if !self.rung.swap(true, Ordering::AcqRel) {
-            lock(&self.hub.rung).push(self.qpn);
-        }
+        self.rung.set();
         self.hub.wake();
     }
 
@@ -585,7 +583,7 @@ impl EmuNic {
             qpn,
             uar: spec.db_page,
             dbrec: 0,
-            rung: AtomicBool::new(false),
+            rung: st.rung.bit(QpTable::slot(qpn)),
             hub: self.0.inner.hub.clone(),
             counters: self.0.inner.counters.clone(),
             family: Some(family),

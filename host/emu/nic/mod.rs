@@ -34,6 +34,7 @@ mod outbox;
 mod requester;
 mod poller;
 mod responder;
+mod rung;
 
 pub use family::{FamilyCqSpec, FamilyQpSpec, QueueFormat};
 pub use poller::Poller;
@@ -257,10 +258,12 @@ struct State {
     uars: HashMap<usize, crate::mem::DmaBuf>,
     /// QPs with work for the next step (each QP once per run, see mark_dirty).
     dirty: Vec<u32>,
-    /// The step's spare lists (they trade places with `dirty` and the hub's
-    /// rung list, so that no step allocates once warm).
+    /// The step's spare lists (they trade places with `dirty`, and take the
+    /// rung QPs, so that no step allocates once warm).
     dirty_spare: Vec<u32>,
     rung_spare: Vec<u32>,
+    /// The QPs rung since the last step (their doorbells hold the bits).
+    rung: rung::RungSet,
     /// Memory the NIC wrote this step ([addr, addr + len): CQ rings, data,
     /// atomic words): threads parked on it are woken at the step's end.
     written: Vec<(u64, u64)>,
@@ -329,10 +332,8 @@ struct Handle {
 /// dropped when its owner lets go).
 struct Port(Weak<Inner>);
 
-/// What a doorbell and the polling thread share.
+/// What a doorbell and the polling thread share (besides the QP's rung bit).
 struct Hub {
-    /// QPs rung since the polling thread last looked (each once: see Bell::rung).
-    rung: Mutex<Vec<u32>>,
     /// The poller's: doorbells and packets of every NIC it runs wake it.
     signal: Arc<poller::Signal>,
 }
@@ -344,14 +345,13 @@ impl Hub {
 }
 
 /// One QP's doorbell register: it knows its QP, so a doorbell needs no
-/// lookup and no NIC lock, and a QP already queued for the polling thread
-/// costs only a flag.
+/// lookup and no NIC lock: it sets the QP's rung bit and wakes the poller.
 struct Bell {
     qpn: u32,
     uar: usize,
     dbrec: usize,
-    /// Queued in Hub::rung and not yet taken by a step.
-    rung: AtomicBool,
+    /// The QP's bit in the NIC's rung set (rung.rs).
+    rung: rung::RungBit,
     hub: Arc<Hub>,
     counters: Arc<Counters>,
     /// bnxt_re and ionic QPs (family.rs): no doorbell record, so the
@@ -380,9 +380,7 @@ impl DoorbellSink for Bell {
         if dbr as u16 != pi {
             self.counters.doorbell_dbr_mismatches.fetch_add(1, Ordering::Relaxed);
         }
-        if !self.rung.swap(true, Ordering::AcqRel) {
-            lock(&self.hub.rung).push(self.qpn);
-        }
+        self.rung.set();
         self.hub.wake();
     }
     fn record(&self, _addr: usize, _value: u32) {
@@ -440,6 +438,7 @@ impl EmuNic {
                 dirty: Vec::new(),
                 dirty_spare: Vec::new(),
                 rung_spare: Vec::new(),
+                rung: rung::RungSet::default(),
                 written: Vec::new(),
                 ack_qps: Vec::new(),
                 posted: VecDeque::new(),
@@ -452,7 +451,7 @@ impl EmuNic {
                 next_cqn: 0x40,
                 next_pd: 1,
             }),
-            hub: Arc::new(Hub { rung: Mutex::new(Vec::new()), signal: poller.signal.clone() }),
+            hub: Arc::new(Hub { signal: poller.signal.clone() }),
             counters: Arc::new(Counters::default()),
             poller,
             trace: Mutex::new(None),
@@ -606,7 +605,7 @@ impl EmuNic {
             qpn,
             uar: spec.uar,
             dbrec: spec.dbrec,
-            rung: AtomicBool::new(false),
+            rung: st.rung.bit(QpTable::slot(qpn)),
             hub: self.0.inner.hub.clone(),
             counters: self.0.inner.counters.clone(),
             family: None,
@@ -798,6 +797,9 @@ struct QpTable {
 impl QpTable {
     fn slot(qpn: u32) -> usize {
         qpn.wrapping_sub(QPN_BASE) as usize
+    }
+    fn qpn(slot: usize) -> u32 {
+        QPN_BASE + slot as u32
     }
     fn get(&self, qpn: &u32) -> Option<&Qp> {
         self.slots.get(Self::slot(*qpn))?.as_ref()

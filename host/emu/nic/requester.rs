@@ -9,16 +9,11 @@ impl Inner {
         let mut st = lock(&self.state);
         st.step_payload = 0;
         let mut progress = !st.posted.is_empty() && land_posted(&mut st, Some(Instant::now())) > 0;
-        // The QPs rung since the last step; the two lists trade places so
-        // neither allocates once warm.
+        // The QPs rung since the last step, their bits cleared before their
+        // send queues are read: a doorbell from now on marks them again.
         let mut rung = std::mem::take(&mut st.rung_spare);
-        std::mem::swap(&mut rung, &mut *lock(&self.hub.rung));
+        st.rung.take(|slot| rung.push(QpTable::qpn(slot)));
         for &qpn in &rung {
-            // Before the send queue is read: a doorbell from now on queues
-            // the QP again.
-            if let Some(qp) = st.qps.get(&qpn) {
-                qp.bell.rung.store(false, Ordering::Release);
-            }
             st.mark_dirty(qpn);
             progress = true;
         }
