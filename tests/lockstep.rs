@@ -212,6 +212,18 @@ impl Bed {
     fn write(&self, i: u64) -> rust_gin_mlx5_request {
         write_inline(i, 8, self.a.addr(8 * (i % 8192)), self.a.mr.rkey)
     }
+    /// Every lane's post succeeded, and a quiet finds the queue healthy.
+    fn all_landed(&self, st: &[i32]) {
+        assert!(st.iter().all(|s| *s == 0), "{st:?} {:?}", self.link.sq.error());
+        self.link.sq.quiet().unwrap();
+        assert!(self.link.sq.error().is_none());
+    }
+    /// The 8-byte word at `off` of side a's buffer.
+    fn word(&self, off: u64) -> u64 {
+        let mut w = [0u8; 8];
+        self.a.buf.read(off as usize, &mut w);
+        u64::from_ne_bytes(w)
+    }
 }
 
 fn statuses(exec: u64, f: impl Fn(u32) -> i32) -> Vec<i32> {
@@ -326,14 +338,8 @@ fn a_wave_posting_lists_of_every_shape_lands_each_request() {
         // SAFETY: a live queue and reqs.len() requests.
         unsafe { dev::rust_gin_mlx5_post(b.q(), reqs.as_ptr(), reqs.len() as u32) }
     });
-    assert!(st.iter().all(|s| *s == 0), "{st:?} {:?}", b.link.sq.error());
-    b.link.sq.quiet().unwrap();
-    assert!(b.link.sq.error().is_none());
-    let word = |off: u64| {
-        let mut w = [0u8; 8];
-        b.a.buf.read(off as usize, &mut w);
-        u64::from_ne_bytes(w)
-    };
+    b.all_landed(&st);
+    let word = |off: u64| b.word(off);
     for l in 0..64u64 {
         assert_eq!(word(8 * l), l + 1, "lane {l}: inline WRITE");
         assert_eq!(word(GATHERED + 8 * l), l * 1000 + 7, "lane {l}: gathered WRITE");
@@ -381,14 +387,8 @@ fn a_wave_whose_lanes_post_lists_of_one_shape_each_lands_every_request() {
         // SAFETY: a live queue and K requests.
         unsafe { dev::rust_gin_mlx5_post(b.q(), reqs.as_ptr(), K as u32) }
     });
-    assert!(st.iter().all(|s| *s == 0), "{st:?} {:?}", b.link.sq.error());
-    b.link.sq.quiet().unwrap();
-    assert!(b.link.sq.error().is_none());
-    let word = |off: u64| {
-        let mut w = [0u8; 8];
-        b.a.buf.read(off as usize, &mut w);
-        u64::from_ne_bytes(w)
-    };
+    b.all_landed(&st);
+    let word = |off: u64| b.word(off);
     let (mut adds, mut olds) = (0, vec![]);
     for l in 0..64u64 {
         for w in l * K..(l + 1) * K {
