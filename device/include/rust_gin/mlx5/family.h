@@ -42,11 +42,6 @@ struct Family {
   // ticket order, while the publish turn is held (SendQueue::note_psns).
   static constexpr bool kPsnTable = false;
 
-  // An RC WQE is one 64-byte WQEBB, written one 16-byte store per segment as
-  // it is built (mlx5/wqe.h); a DC initiator's (wqe_shift 1) is two, with
-  // the target's datagram segment from the queue's dc_targets. The choice
-  // is per queue, read from its wave-uniform descriptor: no lane diverges.
-  // P: how the builder picks the request's shape (mlx5/wqe.h, emit_wqe).
   // What a batch's WQE writes read of the descriptor, read once per batch:
   // a CPU compiler must assume the ring's stores alias the descriptor's
   // words and re-read each field per WQE (a GPU hoists its invariant loads
@@ -67,8 +62,12 @@ struct Family {
     s.shift = load_invariant(&d->wqe_shift);
     return s;
   }
-  // One WQE, RC or DC as the queue is (the GIN operations: one builder
-  // for both transports, mlx5/wqe.h, emit_queue_wqe).
+
+  // An RC WQE is one 64-byte WQEBB, written one 16-byte store per segment as
+  // it is built (mlx5/wqe.h); a DC initiator's (wqe_shift 1) is two, with
+  // the target's datagram segment from the queue's dc_targets. The choice
+  // is per queue, read from its wave-uniform descriptor: no lane diverges.
+  // P: how the builder picks the request's shape (mlx5/wqe.h, emit_wqe).
   template <ShapePolicy P = ShapePolicy::select>
   RG_INLINE static void write(const Slots& s, uint64_t index, const Request& r, bool cq_update) {
     Seg* dst = reinterpret_cast<Seg*>(s.buf + ((index & s.mask) << (SEND_WQE_SHIFT + s.shift)));
@@ -80,7 +79,7 @@ struct Family {
   // for the queue's transport and, for a list of one kind (`kind`, a
   // ListKind: mlx5/wqe.h), one whose shape, opcode and fence bits are
   // constants. x86 (posting_timing, 8-byte WRITEs in batches of 64): 157
-  // -> 77 instructions per WQE with mlx5_post's list check. Only these
+  // -> 66.5 instructions per WQE with mlx5_post's list check. Only these
   // three kinds get a loop of their own, and DC lists take the run-time
   // selects: each loop copy holds registers of its own (a loop per shape
   // for all five shapes and DC by shape cost mlx5_post 68 VGPRs, 3 spilled

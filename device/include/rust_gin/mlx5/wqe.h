@@ -97,8 +97,16 @@ struct Head {
 };
 RG_INLINE Head head_of(const Request& r) { return Head{r.opcode, fm_ce_se_of(r, false)}; }
 
-// emit_shape with the opcode and fence bits from `h` (head_of(r), or a
-// list's constant Head); every other field from r.
+// One WQE of shape S (or of r's shape, S == any), with the opcode and fence
+// bits from `h` (head_of(r), or a list's constant Head) and every other
+// field from r. The WQE goes out as four 16-byte segments, each handed to
+// `store(i, seg)` as soon as it exists: only one segment is live at a time,
+// which keeps the register cost of the builder low in every kernel that
+// posts. One body for every shape: for a fixed S the selects below are
+// compile-time constants and fold into a straight-line builder of that
+// shape's segments alone. `ds_extra` octowords of transport segment (DC:
+// the datagram segment) sit between ctrl and the rest; the caller stores
+// them and places the rest.
 template <Shape S, typename Store>
 RG_INLINE void emit_shape_with(Head h, const Request& r, uint16_t index, uint32_t qpn, bool cq_update, Store store,
                                uint8_t ds_extra) {
@@ -123,6 +131,7 @@ RG_INLINE void emit_shape_with(Head h, const Request& r, uint16_t index, uint32_
   store(3, atomic ? data : zero);
 }
 
+// The same with the request's own opcode and fence bits.
 template <Shape S, typename Store>
 RG_INLINE void emit_shape(const Request& r, uint16_t index, uint32_t qpn, bool cq_update, Store store,
                           uint8_t ds_extra) {
