@@ -91,7 +91,7 @@ struct Family {
     RG_INLINE static bool is_read(const Request& r) { return K == ListKind::mixed && r.opcode == OP_RDMA_READ; }
     RG_INLINE void wqe(uint64_t index, const Request& r, bool cq_update) const {
       Seg* dst = reinterpret_cast<Seg*>(s.buf + ((index & s.mask) << SEND_WQE_SHIFT));
-      const auto store = [dst](unsigned i, const Seg& seg) { dst[i] = seg; };
+      const auto store = [dst](unsigned i, const Seg& seg) { store_seg(dst + i, seg); };
       const uint16_t idx = static_cast<uint16_t>(index);
       if constexpr (K == ListKind::write) {
         emit_shape_with<Shape::data>(Head{OP_RDMA_WRITE, 0}, r, idx, s.qpn, cq_update, store, 0);

@@ -225,6 +225,21 @@ typedef uint32_t Seg __attribute__((vector_size(16)));
 typedef uint64_t Seg64 __attribute__((vector_size(16)));
 RG_INLINE Seg seg_of(uint64_t lo, uint64_t hi) { return (Seg)(Seg64{lo, hi}); }
 
+// Stores a segment into a ring: one 16-byte store on a GPU (the ISA checks
+// hold WQE stores to that width); on x86 its two 64-bit halves, straight
+// from the general registers the builders assemble them in (joining them in
+// an SSE register first costs three more instructions per segment).
+RG_INLINE void store_seg(Seg* dst, const Seg& v) {
+#if RG_GPU
+  *dst = v;
+#else
+  const Seg64 h = (Seg64)v;
+  const uint64_t lo = h[0], hi = h[1];
+  __builtin_memcpy(dst, &lo, 8);
+  __builtin_memcpy(reinterpret_cast<char*>(dst) + 8, &hi, 8);
+#endif
+}
+
 RG_INLINE Seg seg_ctrl(uint16_t pi, uint8_t opcode, uint8_t opmod, uint32_t qpn, uint8_t fm_ce_se, uint8_t ds,
                        uint8_t signature, uint32_t imm) {
   // be32 opmod_idx_opcode @0 and be32 qpn_ds @4 are one be64 of the two

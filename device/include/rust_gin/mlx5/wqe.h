@@ -119,7 +119,9 @@ RG_INLINE void emit_shape_with(Head h, const Request& r, uint16_t index, uint32_
   const bool inl = any ? (r.flags & REQ_INLINE) && op != OP_RDMA_READ : S == Shape::inl;
   const uint8_t ds = (nop ? 1 : dump ? 2 : atomic ? 4 : 3) + ds_extra;
   const Seg zero = {0, 0, 0, 0};
-  const uint8_t fm = static_cast<uint8_t>(h.fm | (cq_update ? CTRL_CQ_UPDATE : 0));
+  // A shift, not a select: g++ made the select a branch per WQE.
+  static_assert(CTRL_CQ_UPDATE == 1u << 3, "cq_update moves onto CQ_UPDATE by a shift");
+  const uint8_t fm = static_cast<uint8_t>(h.fm | (static_cast<uint8_t>(cq_update) << 3));
   store(0, seg_ctrl(index, op, 0, qpn, fm, ds, 0, op == OP_RDMA_WRITE_IMM ? r.imm : 0));
   // An atomic's result segment has byte_count 8, as rdma-core writes it.
   const Seg data = seg_data(atomic ? 8 : r.length, r.lkey, r.laddr);
@@ -214,17 +216,17 @@ RG_INLINE void emit_queue_wqe(const Request& r, uint64_t ticket, uint32_t shift,
   Seg* rest = dst + gap;
   emit_wqe<P>(r, index, qpn, cq_update && !(shift && local),
            [dst, rest](unsigned i, const Seg& seg) {
-             if (i == 0) dst[0] = seg;
-             else rest[i] = seg;
+             if (i == 0) store_seg(dst, seg);
+             else store_seg(rest + i, seg);
            },
            static_cast<uint8_t>(gap));
   if (!shift) return;
   const Seg zero = {0, 0, 0, 0};
   if (local) {
-    dst[4] = seg_ctrl(static_cast<uint16_t>(index + 1), OP_NOP, 0, qpn,
-                      cq_update ? static_cast<uint8_t>(CTRL_CQ_UPDATE) : 0, 1, 0, 0);
-    dst[5] = zero;
-    dst[6] = zero;
+    store_seg(dst + 4, seg_ctrl(static_cast<uint16_t>(index + 1), OP_NOP, 0, qpn,
+                                cq_update ? static_cast<uint8_t>(CTRL_CQ_UPDATE) : 0, 1, 0, 0));
+    store_seg(dst + 5, zero);
+    store_seg(dst + 6, zero);
   } else {
     // The datagram segment last, one segment at a time, when the request's
     // registers are free again: it is copied, not built, and a WQE's
@@ -235,9 +237,9 @@ RG_INLINE void emit_queue_wqe(const Request& r, uint64_t ticket, uint32_t shift,
 #if defined(__clang__)
 #pragma unroll 1
 #endif
-    for (uint32_t k = 0; k < 3; ++k) dst[1 + k] = table[at + k];
+    for (uint32_t k = 0; k < 3; ++k) store_seg(dst + 1 + k, table[at + k]);
   }
-  dst[7] = zero;
+  store_seg(dst + 7, zero);
 }
 
 template <ShapePolicy P = ShapePolicy::select>
