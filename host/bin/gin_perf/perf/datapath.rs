@@ -39,7 +39,8 @@ pub struct Figures {
     pub wqebbs_per_put_signal: f64,
     pub doorbells_per_batch64: f64,
     pub cqes_per_batch64: f64,
-    /// Millions of 64-byte stores per second (of the thread's CPU time), one thread.
+    /// Millions of 64-byte stores per second (of the thread's CPU time), one
+    /// thread: the median of the passes run between the producer's rounds.
     pub store_loop_m_per_s: f64,
     /// Millions of WQEs per second (of its CPU time) one thread posts, no NIC running.
     pub producer_mwqe_per_s: f64,
@@ -47,6 +48,9 @@ pub struct Figures {
     pub producer_cpu_ns_per_wqe: f64,
     /// Rounds of 500 batches the producer's median is taken over.
     pub producer_rounds: usize,
+    /// The producer's rate over the store loop's, round by round (each
+    /// round against the store-loop pass just before it): median, min, max.
+    pub producer_share: (f64, f64, f64),
     /// Millions of 8-byte WRITEs per second one NIC consumes (fetch,
     /// execute as requester and, in loopback, as responder, complete).
     pub nic_mwqe_per_s: f64,
@@ -73,26 +77,41 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// Millions of 64-byte stores per second of the thread's CPU time into a
-/// 2 MiB ring, for `min`: the median over passes through the ring.
-fn store_loop(min: Duration) -> f64 {
-    let mut ring = vec![[0u64; 8]; 1 << 15];
-    let mut n = 0u64;
-    let mut rates = vec![];
-    let t = Instant::now();
-    while t.elapsed() < min {
+/// Median, min and max of a non-empty list.
+fn spread(mut v: Vec<f64>) -> (f64, f64, f64) {
+    v.sort_by(|a, b| a.total_cmp(b));
+    (v[v.len() / 2], v[0], v[v.len() - 1])
+}
+
+/// The bare store loop: 64-byte slots of a 2 MiB ring, eight 8-byte stores
+/// each, as many slots as one producer round posts WQEs.
+struct StoreLoop {
+    ring: Vec<[u64; 8]>,
+    n: u64,
+}
+
+impl StoreLoop {
+    const SLOTS: usize = 1 << 15;
+
+    fn new() -> Self {
+        let mut l = StoreLoop { ring: vec![[0u64; 8]; Self::SLOTS], n: 0 };
+        l.pass();
+        l
+    }
+
+    /// One pass through the ring: the thread's CPU ns per 64-byte store.
+    fn pass(&mut self) -> f64 {
         let c = thread_cpu_ns();
-        for _ in 0..(1 << 15) {
-            let slot = &mut ring[(n as usize) & ((1 << 15) - 1)];
+        for _ in 0..Self::SLOTS {
+            let slot = &mut self.ring[(self.n as usize) & (Self::SLOTS - 1)];
             for (i, w) in slot.iter_mut().enumerate() {
                 // SAFETY: a valid, aligned &mut u64; volatile keeps the store.
-                unsafe { std::ptr::write_volatile(w, n + i as u64) };
+                unsafe { std::ptr::write_volatile(w, self.n + i as u64) };
             }
-            n += 1;
+            self.n += 1;
         }
-        rates.push((1u64 << 15) as f64 / (thread_cpu_ns() - c).max(1) as f64 * 1e3);
+        (thread_cpu_ns() - c).max(1) as f64 / Self::SLOTS as f64
     }
-    median(rates)
 }
 
 /// Writes every byte of a fresh ring once (it comes zeroed but not yet
@@ -141,23 +160,34 @@ pub fn run(config: &Config, min: Duration) -> Result<Figures> {
         operand0: 1,
         ..Default::default()
     };
-    let mut f = Figures { store_loop_m_per_s: store_loop(min), ..Default::default() };
+    let mut f = Figures::default();
 
     // The producer alone, then the NIC alone on what it posted: rounds of
     // 500 batches of 64 8-byte WRITEs into a fresh 2^15 queue (never short
-    // of credit), each drained by stepping the NIC on this thread.
+    // of credit), each drained by stepping the NIC on this thread. Each
+    // round follows a pass of the store loop (after an untimed one, so its
+    // ring is as warm as the producer's), and the share is taken round by
+    // round: this machine's speed drifts by half within seconds, which a
+    // ratio of figures taken seconds apart would report as the producer's.
     let batch: Vec<_> = (0..64).map(|i| write(i, 8)).collect();
+    let mut stores = StoreLoop::new();
+    let (mut store_ns, mut shares) = (vec![], vec![]);
     let (mut post_secs, mut post_cpu) = (0.0, vec![]);
     let (mut consumed, mut nic_secs, mut nic_cpu) = (0u64, 0.0, 0u64);
     while post_secs < min.as_secs_f64() || nic_secs < min.as_secs_f64() {
         let (qp, sq) = queue(15)?;
         let st = |e| Error::Remote(format!("posting: {e:?} {:?}", sq.error()));
+        stores.pass();
+        let store = stores.pass();
         let (c, t) = (thread_cpu_ns(), Instant::now());
         for _ in 0..500 {
             sq.post(&batch).map_err(st)?;
         }
         post_secs += t.elapsed().as_secs_f64();
-        post_cpu.push((thread_cpu_ns() - c) as f64 / (500 * 64) as f64);
+        let post = (thread_cpu_ns() - c) as f64 / (500 * 64) as f64;
+        post_cpu.push(post);
+        store_ns.push(store);
+        shares.push(store / post);
         let before = nic.counters();
         let (c, t) = (thread_cpu_ns(), Instant::now());
         while nic.counters().since(&before).writes < 500 * 64 {
@@ -178,6 +208,8 @@ pub fn run(config: &Config, min: Duration) -> Result<Figures> {
     // they preempted (cold caches after) is an outlier, not the work.
     f.producer_rounds = post_cpu.len();
     f.producer_cpu_ns_per_wqe = median(post_cpu);
+    f.store_loop_m_per_s = 1e3 / median(store_ns);
+    f.producer_share = spread(shares);
     f.producer_mwqe_per_s = 1e3 / f.producer_cpu_ns_per_wqe;
     f.nic_mwqe_per_s = consumed as f64 / nic_secs / 1e6;
     f.nic_cpu_ns_per_wqe = nic_cpu as f64 / consumed as f64;
@@ -311,7 +343,6 @@ fn put_posting(config: &Config, min: Duration, f: &mut Figures) -> Result<()> {
     let [plain, counted] = per_put;
     f.put_cpu_ns = median(plain);
     f.counted_put_cpu_ns = median(counted);
-    ratios.sort_by(|a, b| a.total_cmp(b));
-    f.counted_ratio = (median(ratios.clone()), ratios[0], ratios[ratios.len() - 1]);
+    f.counted_ratio = spread(ratios);
     Ok(())
 }
