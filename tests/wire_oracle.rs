@@ -65,7 +65,7 @@ extern "C" {
     fn rust_gin_wire_cqe_is_sw_owned(op_own: u8, ci: u32, log_cnt: u32) -> i32;
     fn rust_gin_wire_cqe_opcode(op_own: u8) -> u8;
     fn rust_gin_wire_cqe_owner(op_own: u8) -> u8;
-    fn rust_gin_wire_build_wqe_by_shape(
+    fn rust_gin_wire_build_listed_wqe(
         req: *const rust_gin_mlx5_request,
         index: u16,
         qpn: u32,
@@ -85,7 +85,7 @@ fn device_wqe_listed(r: &rust_gin_mlx5_request, index: u16, qpn: u32, cq_update:
     let mut out = Out([0u8; 64]);
     // SAFETY: one request, a 16-aligned 64-byte output.
     let s = unsafe {
-        rust_gin_wire_build_wqe_by_shape(r, index, qpn, cq_update as i32, uniform as i32, out.0.as_mut_ptr())
+        rust_gin_wire_build_listed_wqe(r, index, qpn, cq_update as i32, uniform as i32, out.0.as_mut_ptr())
     };
     (s == 0).then_some(out.0)
 }

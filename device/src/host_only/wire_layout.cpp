@@ -37,8 +37,8 @@ extern const size_t rust_gin_wire_extras_len;
 int rust_gin_wire_cqe_is_sw_owned(uint8_t op_own, uint32_t ci, uint32_t log_cnt);
 uint8_t rust_gin_wire_cqe_opcode(uint8_t op_own);
 uint8_t rust_gin_wire_cqe_owner(uint8_t op_own);
-int rust_gin_wire_build_wqe_by_shape(const rust_gin_mlx5_request* req, uint16_t index, uint32_t qpn, int cq_update,
-                                     int uniform, void* out64);
+int rust_gin_wire_build_listed_wqe(const rust_gin_mlx5_request* req, uint16_t index, uint32_t qpn, int cq_update,
+                                   int uniform, void* out64);
 int rust_gin_wire_build_dc_wqe(const rust_gin_mlx5_request* req, uint64_t ticket, uint32_t qpn, int cq_update,
                                const void* av48, int by_shape, void* out128);
 void rust_gin_wire_set_dgram_seg(void* out48, uint64_t key, uint32_t dqp_dct, uint8_t ext, uint8_t stat_rate_sl,
@@ -185,8 +185,8 @@ uint8_t rust_gin_wire_cqe_owner(uint8_t op_own) { return cqe_owner(op_own); }
 // of requests like this one (its ListKind, mlx5/wqe.h); else by that of a
 // mixed list (ShapePolicy::by_shape). rust_gin_mlx5_build_wqe builds as
 // the GIN operations post (select).
-int rust_gin_wire_build_wqe_by_shape(const rust_gin_mlx5_request* req, uint16_t index, uint32_t qpn, int cq_update,
-                                     int uniform, void* out64) {
+int rust_gin_wire_build_listed_wqe(const rust_gin_mlx5_request* req, uint16_t index, uint32_t qpn, int cq_update,
+                                   int uniform, void* out64) {
   if (!req || !out64 || !request_valid(*req)) return RUST_GIN_ERR_INVALID;
   Family::Slots s = {};
   s.buf = reinterpret_cast<uint64_t>(out64);  // a ring of one WQEBB
