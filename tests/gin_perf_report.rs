@@ -4,6 +4,10 @@
 
 #[path = "../host/bin/gin_perf/perf/chart.rs"]
 mod chart;
+// Only its /proc/stat readers are tested here.
+#[allow(dead_code)]
+#[path = "../host/bin/gin_perf/perf/cpu.rs"]
+mod cpu;
 #[path = "../host/bin/gin_perf/perf/report.rs"]
 mod report;
 #[path = "../host/bin/gin_perf/perf/stats.rs"]
@@ -86,16 +90,21 @@ fn sweep() -> Vec<Run> {
 #[test]
 fn table_says_emulated_and_prints_spread_and_ranges() {
     let runs = sweep();
-    let setup = report::Setup { emulated: true, ranks: 2, lanes: 1, lane_mode: "queues".into(), repeats: 3, min_time_ms: 100, cpus: 2, load: (0.5, 1.5), nic_threads: Some("on 1 thread".into()) };
+    let setup = report::Setup { emulated: true, ranks: 2, lanes: 1, lane_mode: "queues".into(), repeats: 3, min_time_ms: 100, cpus: 2, load: (0.5, 1.5), steal_pct: 2.5, nic_threads: Some("on 1 thread".into()) };
     let t = report::render(&stats::samples(&runs), &stats::ratios(&runs), report::Format::Table, &setup);
     assert!(t.contains("emulated NIC"), "{t}");
     assert!(t.contains("medians of 3 repeats, every timed run >= 100 ms"), "{t}");
     assert!(t.contains("2 CPUs, load average 0.5 at the start, 1.5 at the end"), "{t}");
+    assert!(t.contains("hypervisor steal 2.5% of CPU time"), "{t}");
     assert!(t.contains("emulated NIC threads: on 1 thread"), "{t}");
     assert!(t.contains("64 KiB") && t.contains("1 MiB") && t.contains("8 B"), "{t}");
     // 8-byte put, repeats k = 1.0, 1.1, 1.2: proxy/direct rtt is 3 in each.
     assert!(t.contains("3.00 [3.00-3.00]"), "{t}");
     let j = report::render(&stats::samples(&runs), &stats::ratios(&runs), report::Format::Json, &setup);
+    assert!(j.contains("\"steal_pct\":2.50,"), "{j}");
+    let unknown = report::Setup { steal_pct: f64::NAN, ..setup.clone() };
+    let ju = report::render(&stats::samples(&runs), &stats::ratios(&runs), report::Format::Json, &unknown);
+    assert!(ju.contains("\"steal_pct\":null,"), "JSON has no NaN: {ju}");
     assert!(j.contains("\"rate_direct_over_proxy\":{\"median\":4.0000,\"min\":4.0000,\"max\":4.0000,\"n\":3}"), "{j}");
     let c = report::render(&stats::samples(&runs), &[], report::Format::Csv, &setup);
     let lines: Vec<&str> = c.lines().collect();
@@ -143,4 +152,22 @@ fn all_cpu_ratio_counts_requesters_nic_and_host() {
 fn the_load_average_is_read_from_proc() {
     let l = report::load_average();
     assert!(l.is_finite() && l >= 0.0, "load average {l}");
+}
+
+/// Steal is the eighth counter of /proc/stat's first line, the total the sum
+/// of the first eight (guest time is already in user); the share is of the
+/// ticks between two readings, NaN where one is missing or none passed.
+#[test]
+fn steal_is_read_from_the_first_line_of_proc_stat() {
+    let a = cpu::parse_machine_ticks("cpu  100 1 50 800 9 0 2 38 0 0\ncpu0 50 0 25 400 4 0 1 19 0 0\n");
+    assert_eq!(a, Some((38, 1000)));
+    let b = cpu::parse_machine_ticks("cpu  150 1 60 900 9 0 2 78 0 0\n");
+    assert_eq!(b, Some((78, 1200)));
+    assert_eq!(cpu::steal_pct(a, b), 20.0);
+    assert!(cpu::steal_pct(a, a).is_nan(), "no tick passed");
+    assert!(cpu::steal_pct(None, b).is_nan());
+    assert_eq!(cpu::parse_machine_ticks("cpu0 1 2 3 4 5 6 7 8\n"), None, "not the all-CPU line");
+    assert_eq!(cpu::parse_machine_ticks("cpu  1 2 3\n"), None, "too few counters");
+    let now = cpu::machine_ticks().expect("a Linux test machine has /proc/stat");
+    assert!(now.1 > 0 && now.0 <= now.1, "{now:?}");
 }

@@ -280,8 +280,15 @@ fn run(args: Args) -> Result<(), String> {
     let progress = |r: &perf::Run| {
         if format == report::Format::Table {
             eprintln!(
-                "  [{}] {} {} {}: rtt {:.2} us, {:.3} Mops, {:.3} GB/s",
-                r.repeat, r.path, r.op, report::size_label(r.bytes), r.rtt_median_us, r.mops, r.bandwidth_gbs
+                "  [{}] {} {} {}: rtt {:.2} us, {:.3} Mops, {:.3} GB/s, steal {:.1}%",
+                r.repeat,
+                r.path,
+                r.op,
+                report::size_label(r.bytes),
+                r.rtt_median_us,
+                r.mops,
+                r.bandwidth_gbs,
+                r.steal_pct
             )
         }
     };
@@ -299,6 +306,7 @@ fn run(args: Args) -> Result<(), String> {
     // alone in the process: no idle proxy or NIC thread of the other path
     // competes for the cores or lands in its CPU figures.
     let load_start = report::load_average();
+    let ticks_start = cpu::machine_ticks();
     if rails.len() > 1 {
         return rails_sweep(&config, &rails, &args, &params, settings, emulated, load_start);
     }
@@ -357,6 +365,7 @@ fn run(args: Args) -> Result<(), String> {
         min_time_ms: min_time.as_millis() as u64,
         cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
         load: (load_start, report::load_average()),
+        steal_pct: cpu::steal_pct(ticks_start, cpu::machine_ticks()),
         nic_threads: emulated.then(|| match config.emu_threads.resolve() {
             Some(n) => format!("each world's NICs take turns on {n} thread(s) (RCCL_RUST_GIN_EMU_THREADS; `nic`: one per NIC)"),
             None => "one per NIC (RCCL_RUST_GIN_EMU_THREADS=nic)".into(),

@@ -19,6 +19,37 @@ fn clock_ns(id: libc::clockid_t) -> Option<u64> {
     (r == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
 }
 
+/// The whole machine's CPU time counters (Linux /proc/stat, its first line),
+/// in clock ticks: what a hypervisor took from this VM's vCPUs for other
+/// guests (steal), and everything (user, nice, system, idle, iowait, irq,
+/// softirq, steal). None where there is no /proc/stat.
+pub fn machine_ticks() -> Option<(u64, u64)> {
+    parse_machine_ticks(&std::fs::read_to_string("/proc/stat").ok()?)
+}
+
+/// machine_ticks from the text of /proc/stat.
+pub fn parse_machine_ticks(stat: &str) -> Option<(u64, u64)> {
+    let line = stat.lines().next()?;
+    let mut fields = line.split_whitespace();
+    if fields.next()? != "cpu" {
+        return None;
+    }
+    let v: Vec<u64> = fields.take(8).map(|f| f.parse().ok()).collect::<Option<_>>()?;
+    (v.len() == 8).then(|| (v[7], v.iter().sum()))
+}
+
+/// The share of the machine's CPU time, in %, that the hypervisor took
+/// between two readings of machine_ticks; NaN where either is missing or no
+/// tick passed. Steal stretches wall-clock figures and parks waiters whose
+/// waker lost its vCPU: slow repeats on this VM come with it
+/// (docs/performance.md, "The slow regime is steal").
+pub fn steal_pct(before: Option<(u64, u64)>, after: Option<(u64, u64)>) -> f64 {
+    match (before, after) {
+        (Some((s0, t0)), Some((s1, t1))) if t1 > t0 => 100.0 * s1.saturating_sub(s0) as f64 / (t1 - t0) as f64,
+        _ => f64::NAN,
+    }
+}
+
 /// CPU time of thread `tid` of this process, ns; None once it has exited.
 /// The clock id is the kernel's per-thread CPU clock (MAKE_THREAD_CPUCLOCK:
 /// `~tid << 3 | CPUCLOCK_PERTHREAD | CPUCLOCK_SCHED`), what glibc's

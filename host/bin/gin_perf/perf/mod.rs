@@ -381,10 +381,12 @@ pub fn points(p: &Params) -> Vec<(Op, u64)> {
 /// emulated NICs this path uses.
 pub fn measure(path: &dyn Path, nic_tids: &[i32], p: &Params, op: Op, bytes: u64, repeat: usize) -> Result<Run> {
     let mut run = Run { path: path.name().into(), op: op.name().into(), bytes, repeat, ..Default::default() };
+    let ticks = cpu::machine_ticks();
     (run.rtt_median_us, run.rtt_p99_us, run.rtt_secs) = latency(path, op, bytes, p.min_time, p.warmup)?;
     rate(path, nic_tids, op, bytes, p, &mut run)?;
     if op.moves_data() {
         bandwidth(path, op, bytes, p, &mut run)?;
     }
+    run.steal_pct = cpu::steal_pct(ticks, cpu::machine_ticks());
     Ok(run)
 }

@@ -26,6 +26,9 @@ pub struct Setup {
     /// clock figures from a loaded machine mean less (CPU figures hold up).
     pub cpus: usize,
     pub load: (f64, f64),
+    /// The machine's CPU time the hypervisor took during the run, % (NaN:
+    /// unknown): slow repeats on a VM come with it.
+    pub steal_pct: f64,
     /// How the emulated NICs were run (RCCL_RUST_GIN_EMU_THREADS), if emulated.
     pub nic_threads: Option<String>,
 }
@@ -86,8 +89,8 @@ pub fn render(samples: &[Sample], ratios: &[Ratio], format: Format, setup: &Setu
             );
             let _ = writeln!(
                 s,
-                "machine: {} CPUs, load average {:.1} at the start, {:.1} at the end (other processes compete for the cores)",
-                setup.cpus, setup.load.0, setup.load.1
+                "machine: {} CPUs, load average {:.1} at the start, {:.1} at the end (other processes compete for the cores); hypervisor steal {:.1}% of CPU time (other guests of the host)",
+                setup.cpus, setup.load.0, setup.load.1, setup.steal_pct
             );
             if let Some(t) = &setup.nic_threads {
                 let _ = writeln!(s, "emulated NIC threads: {t}");
@@ -171,7 +174,7 @@ pub fn render(samples: &[Sample], ratios: &[Ratio], format: Format, setup: &Setu
         Format::Json => {
             let _ = write!(
                 s,
-                "{{\"title\":{:?},\"emulated\":{emulated},\"ranks\":{},\"lanes\":{},\"lane_mode\":{:?},\"repeats\":{},\"min_time_ms\":{},\"cpus\":{},\"load_start\":{:.2},\"load_end\":{:.2},\"samples\":[",
+                "{{\"title\":{:?},\"emulated\":{emulated},\"ranks\":{},\"lanes\":{},\"lane_mode\":{:?},\"repeats\":{},\"min_time_ms\":{},\"cpus\":{},\"load_start\":{:.2},\"load_end\":{:.2},\"steal_pct\":{},\"samples\":[",
                 title(emulated, "gin-perf"),
                 setup.ranks,
                 setup.lanes,
@@ -180,7 +183,9 @@ pub fn render(samples: &[Sample], ratios: &[Ratio], format: Format, setup: &Setu
                 setup.min_time_ms,
                 setup.cpus,
                 setup.load.0,
-                setup.load.1
+                setup.load.1,
+                // JSON has no NaN: unknown is null.
+                if setup.steal_pct.is_finite() { format!("{:.2}", setup.steal_pct) } else { "null".into() }
             );
             for (i, x) in samples.iter().enumerate() {
                 let stats: Vec<String> = STATS.iter().zip(stats_of(x)).map(|(n, st)| stat_json(n, st)).collect();

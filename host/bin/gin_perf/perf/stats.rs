@@ -32,6 +32,9 @@ pub struct Run {
     pub nic_cpu_ns: f64,
     pub host_cpu_ns: f64,
     pub sys_cpu_ns: f64,
+    /// The machine's CPU time the hypervisor took during the repeat, %
+    /// (cpu::steal_pct; NaN where unknown).
+    pub steal_pct: f64,
 }
 
 impl Run {
