@@ -364,13 +364,13 @@ class SendQueue {
       const uint64_t base = reserve(m);
       int s = wait_credit(base, m, bound);
       if (s) return s;
-      bool reads = false;
+      bool reads = false, last_cqe = false;
       const bool end_cqe = end_wants_cqe(base, m);
       const auto each = [&](const auto& w) {
         // All but the batch's last WQE, whose CQE flags are the requests'
         // own, then the last, which may also take the batch's end CQE: the
-        // test of the end per WQE cost x86 five instructions per WQE, and
-        // the GPU build two VGPRs in mlx5_post (62 -> 64).
+        // test of the end per WQE cost x86 five instructions per WQE. The
+        // last WQE's CQE flag is the batch's too (release's signaled_end).
         for (uint32_t i = 0; i + 1 < m; ++i) {
           // A reference where req yields one (an array: rust_gin_device.hip's
           // post_list), else the value; copying an array's request first
@@ -382,14 +382,14 @@ class SendQueue {
         }
         const Request& r = req(uint64_t{first} + m - 1);
         reads |= w.is_read(r);
-        w.wqe(base + m - 1, r, end_cqe || (r.flags & REQ_SIGNALED));
+        last_cqe = end_cqe || (r.flags & REQ_SIGNALED);
+        w.wqe(base + m - 1, r, last_cqe);
       };
       if constexpr (kList) {
         writer().batch(kind, each);
       } else {
         each(writer());
       }
-      const bool last_cqe = end_cqe || (req(first + m - 1).flags & REQ_SIGNALED);
       // Once per batch: the batch's end covers its READs.
       if (reads) note_read(base + m - 1);
       s = wait_turn(base, bound);
