@@ -156,7 +156,9 @@ fn a_host_ring_of_a_gpu_only_queue_touches_nothing() {
 
 /// The standalone posting timer (device/src/host_only/posting_timing.cpp,
 /// outside the crate's build) still builds from the command its header
-/// gives and posts: it would otherwise rot unseen.
+/// gives and posts: it would otherwise rot unseen. It exits non-zero where
+/// its WQE writes alone differ from the WQEs its posting wrote, so a pass
+/// also says the two shares it prints compare the same work.
 #[test]
 fn the_standalone_posting_timer_builds_and_posts() {
     let root = env!("CARGO_MANIFEST_DIR");
@@ -175,4 +177,7 @@ fn the_standalone_posting_timer_builds_and_posts() {
     let out = String::from_utf8_lossy(&run.stdout);
     assert!(run.status.success(), "timer failed: {}\n{out}", String::from_utf8_lossy(&run.stderr));
     assert!(out.contains("EMULATED") && out.contains("ns CPU/WQE"), "{out}");
+    for line in ["share of the store loop, WQE writes alone:", "share of the store loop, posting:"] {
+        assert!(out.contains(line), "{line} missing:\n{out}");
+    }
 }
