@@ -17,6 +17,10 @@ namespace {
 // where one is invalid. *kind: the list's ListKind (mlx5/wqe.h), for the
 // batch writer (mlx5/family.h, Family::batch). No early exit: lists are
 // valid nearly always, and a branch per request costs more than it saves.
+static_assert(__builtin_offsetof(rust_gin_mlx5_request, opcode) == 0 &&
+                  __builtin_offsetof(rust_gin_mlx5_request, flags) == 1 &&
+                  __builtin_offsetof(rust_gin_mlx5_request, length) == 4 && alignof(rust_gin_mlx5_request) >= 8,
+              "check_list reads opcode, flags and length as one little-endian 8-byte word");
 RG_INLINE bool check_list(const rust_gin_mlx5_request* reqs, uint32_t n, ListKind* kind) {
   *kind = ListKind::mixed;
   if (!n) return true;
@@ -26,23 +30,30 @@ RG_INLINE bool check_list(const rust_gin_mlx5_request* reqs, uint32_t n, ListKin
   const uint8_t op = reqs[0].opcode;
   const uint8_t flags = reqs[0].flags & ~REQ_SIGNALED;
   const ShapeRule k = shape_rule(op, flags);
-  // Branch-free accumulators: a bit of opcode and flags is the same in
-  // every request where its OR and AND over the list agree, and every
-  // length fits where the largest of (length - lo) does (x86: 16 -> 8
-  // instructions per request, unrolled; no change to the GPU build's VGPRs).
-  uint32_t any = 0, all = ~0u, over = 0;
+  // Branch-free accumulators over each request's first 8 bytes (opcode,
+  // flags, reserved, length: one load), less lo in the length's half:
+  // - a bit of opcode and flags is the same in every request where its OR
+  //   and AND over the list agree;
+  // - every length fits where the OR of (length - lo) does, as each operand
+  //   of an OR is at most the OR. Where it does not, or the requests
+  //   differ, the one-by-one check below decides; with each rule's hi - lo
+  //   of the form 2^k - 1 (wqe.h) an OR over range means an invalid list.
+  // x86: 16 -> 4.75 instructions per request (unrolled by 4).
+  uint64_t any = 0, all = ~uint64_t{0};
+  const uint64_t lo = uint64_t{k.lo} << 32;
 #pragma GCC unroll 4
   for (uint32_t i = 0; i < n; ++i) {
-    const uint32_t h = reqs[i].opcode | static_cast<uint32_t>(reqs[i].flags) << 8;
-    any |= h;
-    all &= h;
-    const uint32_t d = reqs[i].length - k.lo;
-    over = d > over ? d : over;
+    uint64_t w;
+    __builtin_memcpy(&w, &reqs[i], sizeof w);
+    w -= lo;
+    any |= w;
+    all &= w;
   }
-  const uint32_t differ = (any ^ all) & ~(uint32_t{REQ_SIGNALED} << 8);
+  const uint32_t differ = static_cast<uint32_t>(any ^ all) & (0xffffu & ~(uint32_t{REQ_SIGNALED} << 8));
+  const uint32_t over = static_cast<uint32_t>(any >> 32);
   const bool same = differ == 0, fits = over <= k.hi - k.lo;
-  if (same) {
-    const bool ok = fits && k.shape != Shape::any;
+  if (same && fits) {
+    const bool ok = k.shape != Shape::any;
     if (ok) *kind = list_kind(op, flags);
     return ok;
   }

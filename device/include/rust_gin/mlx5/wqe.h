@@ -37,6 +37,12 @@ RG_INLINE uint8_t fm_ce_se_of(const Request& r, bool cq_update) {
 constexpr uint32_t kMaxInline = 8;
 // The largest message of one RC WQE (2^31 bytes).
 constexpr uint32_t kMaxMessage = 0x80000000u;
+// Each length range of shape_rule spans 2^k values (hi - lo = 2^k - 1: the
+// data, inline, atomic and NOP ranges), so that a list's lengths fit where
+// the OR of their (length - lo) does (check_list, rust_gin_device.hip).
+// Another range stays correct but sends its lists to the one-by-one check.
+static_assert(((kMaxMessage - 1) & kMaxMessage) == 0 && ((kMaxInline - 1) & kMaxInline) == 0,
+              "a length range of shape_rule no longer spans 2^k values");
 
 // Every WQE this library posts is one WQEBB: ctrl + raddr + data (DS 3),
 // ctrl + raddr + inline (DS 3), ctrl + raddr + atomic + data (DS 4),
