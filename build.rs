@@ -1,5 +1,6 @@
 //! Build script: the HIP device library per GPU architecture, the same device
-//! sources for x86-64 (linked into this crate), and bindgen bindings for the
+//! sources for x86-64 (linked into this crate) with RCCL's generic GIN code
+//! restated over them (build/rccl_caller.rs), and bindgen bindings for the
 //! GPU-context layouts and rdma-core's mlx5dv.h. Every knob is in
 //! docs/building.md.
 
@@ -11,6 +12,8 @@ mod device;
 mod device_libs;
 #[path = "build/host_device.rs"]
 mod host_device;
+#[path = "build/rccl_caller.rs"]
+mod rccl_caller;
 #[path = "build/toolchain.rs"]
 mod toolchain;
 #[path = "build/util.rs"]
@@ -24,6 +27,7 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
 
     host_device::build();
+    rccl_caller::build();
     bindings::generate();
     device::build();
 }

@@ -20,7 +20,7 @@ fn device_functions() {
     let bindings = bindgen::Builder::default()
         .header_contents(
             "rust_gin_device_all.h",
-            "#include \"rust_gin/rust_gin_device.h\"\n#include \"rust_gin/mlx5/api.h\"\n#include \"rust_gin/queue/api.h\"\n#include \"rust_gin/abi/lockstep.h\"\n",
+            "#include \"rust_gin/rust_gin_device.h\"\n#include \"rust_gin/mlx5/api.h\"\n#include \"rust_gin/queue/api.h\"\n#include \"rust_gin/abi/lockstep.h\"\n#include \"rust_gin/abi/rccl_caller.h\"\n",
         )
         .clang_arg(format!("-I{}", inc.display()))
         .clang_args(["-xc++", "-std=c++17"])

@@ -109,6 +109,7 @@ pub fn arg_name(arg: u8) -> &'static str {
             "NIC family not served: lanes of one call named contexts of different NIC families, or the device \
              library was built without this NIC's family (rebuild with RUST_GIN_NIC_FAMILIES naming it)"
         }
+        a::RUST_GIN_ARG_PROGRESS_TARGET => "progress target (neither a signal nor a counter)",
         _ => "an argument",
     }
 }

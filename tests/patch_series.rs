@@ -731,8 +731,8 @@ fn device_abi_comparison_catches_a_change_on_either_side() {
         (
             "crate: the ABI version",
             crate_types,
-            "#define RUST_GIN_DEVICE_ABI_VERSION 5",
             "#define RUST_GIN_DEVICE_ABI_VERSION 6",
+            "#define RUST_GIN_DEVICE_ABI_VERSION 7",
             "RUST_GIN_DEVICE_ABI_VERSION",
         ),
         ("crate: a struct field", crate_types, "uint64_t value;", "uint32_t value;", "rust_gin_signal"),
@@ -826,7 +826,7 @@ fn device_header_compiles_for_the_gpu_with_every_specialisation_instantiated() {
         "rust_gin_flush_async",
         "rust_gin_wait",
         "rust_gin_signal_ptr",
-        "rust_gin_signal_refresh",
+        "rust_gin_progress",
         "rust_gin_signal_reset",
         "rust_gin_va_signal_reset",
         "rust_gin_counter_ptr",

@@ -100,12 +100,13 @@ RG_ISA_KERNEL(nodb, rust_gin_signal_wait,
               (const void* h, uint32_t c, uint32_t id, uint64_t least, const uint32_t* a, uint64_t t),
               (h, c, id, least, a, t))
 RG_ISA_KERNEL(nodb, rust_gin_signal_reset, (const void* h, uint32_t c, uint32_t id), (h, c, id))
-RG_ISA_KERNEL(nodb, rust_gin_signal_refresh, (const void* h, uint32_t c, uint32_t id), (h, c, id))
 RG_ISA_KERNEL(nodb, rust_gin_va_signal_reset, (const void* w, uint64_t off), (w, off))
-RG_EXTERN_C RG_GLOBAL void rust_gin_isa_nodb_rust_gin_counter_ptr(const void* h, uint32_t c, uint32_t id) {
+// Counter pointers, reads and waits, and the progress hook ring: they drive
+// queues holding counted puts.
+RG_EXTERN_C RG_GLOBAL void rust_gin_isa_db_rust_gin_counter_ptr(const void* h, uint32_t c, uint32_t id) {
   RG_SINK(rust_gin_counter_ptr(h, c, id));
 }
-// Counter reads and waits ring: they drive queues holding counted puts.
+RG_ISA_KERNEL(db, rust_gin_progress, (const void* h, uint32_t c, uint32_t w, uint32_t id), (h, c, w, id))
 RG_EXTERN_C RG_GLOBAL void rust_gin_isa_db_rust_gin_counter_read(const void* h, uint32_t c, uint32_t id) {
   RG_SINK(rust_gin_counter_read(h, c, id));
 }

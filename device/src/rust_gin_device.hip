@@ -367,6 +367,19 @@ RG_INLINE int wait_on(const Ctx& x, const rust_gin_request& request, const uint3
         return invalid((x).err, (x).h->rank, RUST_GIN_ARG_FAMILY, (x).c->family, wave_family);     \
       })
 
+// Credits counters from the queues with counted puts. A failed queue means
+// a counted put may never count: recorded, so that queryLastError reports
+// what RCCL's counter wait, which has no status to return, cannot.
+RG_INLINE void progress_or_record(const Ctx& x, uint32_t id) {
+  if (RG_ON_FAMILY(x, progress_counters<F>(x)) != RUST_GIN_ERR_QP_FAILED) return;
+  ErrorInfo e = {};
+  e.code = RUST_GIN_ERR_QP_FAILED;
+  e.peer = x.h->rank;
+  e.wqe_index = id;
+  e.wait_kind = RUST_GIN_WAIT_COUNTER;
+  record_error(x.err, e);
+}
+
 RG_EXTERN_C RG_DEV int rust_gin_put(const void* handle, uint32_t context, uint32_t peer, const void* dst_window,
                                     uint64_t dst_off, const void* src_window, uint64_t src_off, uint64_t bytes,
                                     rust_gin_signal signal, uint32_t has_counter, uint32_t counter_id,
@@ -458,14 +471,29 @@ RG_EXTERN_C RG_DEV uint64_t* rust_gin_signal_ptr(const void* handle, uint32_t co
   return word<uint64_t>(x.c->signals, id);
 }
 
-RG_EXTERN_C RG_DEV void rust_gin_signal_refresh(const void* handle, uint32_t context, uint32_t id) {
+// The one hook RCCL's generic waits call before each load of the word they
+// poll (patch 0004, ncclGinApi_Progress): signal and counter waits alike,
+// on every family. Non-blocking: one fold or one pass over the queues with
+// counted puts, so RCCL's loop reads its abort flag between calls.
+RG_EXTERN_C RG_DEV void rust_gin_progress(const void* handle, uint32_t context, uint32_t what, uint32_t id) {
+  RG_WAVE_ENTRY();
   Ctx x;
   if (resolve(handle, context, &x)) return;
-  if (id >= x.c->n_signals) {
-    invalid(x.err, x.h->rank, RUST_GIN_ARG_SIGNAL, id, x.c->n_signals);
-    return;
+  if (what == RUST_GIN_PROGRESS_SIGNAL) {
+    if (id >= x.c->n_signals) {
+      invalid(x.err, x.h->rank, RUST_GIN_ARG_SIGNAL, id, x.c->n_signals);
+      return;
+    }
+    if (write_mode(x.c)) fold_signal(x.c, x.h->nranks, id);
+  } else if (what == RUST_GIN_PROGRESS_COUNTER) {
+    if (id >= x.c->n_counters) {
+      invalid(x.err, x.h->rank, RUST_GIN_ARG_COUNTER, id, x.c->n_counters);
+      return;
+    }
+    progress_or_record(x, id);
+  } else {
+    invalid(x.err, x.h->rank, RUST_GIN_ARG_PROGRESS_TARGET, what, RUST_GIN_PROGRESS_COUNTER);
   }
-  if (write_mode(x.c)) fold_signal(x.c, x.h->nranks, id);
 }
 
 RG_EXTERN_C RG_DEV uint64_t rust_gin_signal_read(const void* handle, uint32_t context, uint32_t id) {
@@ -507,12 +535,15 @@ RG_EXTERN_C RG_DEV void rust_gin_va_signal_reset(const void* window, uint64_t of
 }
 
 RG_EXTERN_C RG_DEV uint64_t* rust_gin_counter_ptr(const void* handle, uint32_t context, uint32_t id) {
+  RG_WAVE_ENTRY();
   Ctx x;
   if (resolve(handle, context, &x)) return nullptr;
   if (id >= x.c->n_counters) {
     invalid(x.err, x.h->rank, RUST_GIN_ARG_COUNTER, id, x.c->n_counters);
     return word<uint64_t>(x.c->sink, 0);
   }
+  // RCCL's readCounter loads this word once, right after: make it current.
+  progress_or_record(x, id);
   return word<uint64_t>(x.c->counters, id);
 }
 

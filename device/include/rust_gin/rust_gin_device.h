@@ -75,11 +75,16 @@ RG_EXTERN_C RG_DEV int rust_gin_wait(const void* handle, rust_gin_request reques
  * slots when it is asked for, read, waited on or refreshed. */
 RG_EXTERN_C RG_DEV uint64_t* rust_gin_signal_ptr(const void* handle, uint32_t context, uint32_t id,
                                                  uint64_t* offset);
-/* Brings the word rust_gin_signal_ptr returned up to date: in a context whose
- * signals are slot writes (RUST_GIN_SIGNAL_MODE_WRITE) it folds the senders'
- * slots into it; otherwise it does nothing. RCCL's waits call it before every
- * poll of the word (patch 0004, ncclGinApi_RefreshSignal). */
-RG_EXTERN_C RG_DEV void rust_gin_signal_refresh(const void* handle, uint32_t context, uint32_t id);
+/* Brings up to date the word a wait of RCCL's generic code polls, the one
+ * rust_gin_signal_ptr or rust_gin_counter_ptr returned (`what`:
+ * RUST_GIN_PROGRESS_SIGNAL or _COUNTER). RCCL's signal and counter waits
+ * call it before every load of that word (patch 0004, ncclGinApi_Progress):
+ * a signal in a context whose signals are slot writes is folded from the
+ * senders' slots; a counter advances once the queues with counted puts are
+ * polled (the NIC writes CQEs, not counters). Cheap and non-blocking: RCCL's
+ * loop reads the abort flag between calls. A failed queue is recorded in
+ * the error record (queryLastError). */
+RG_EXTERN_C RG_DEV void rust_gin_progress(const void* handle, uint32_t context, uint32_t what, uint32_t id);
 RG_EXTERN_C RG_DEV uint64_t rust_gin_signal_read(const void* handle, uint32_t context, uint32_t id);
 RG_EXTERN_C RG_DEV int rust_gin_signal_wait(const void* handle, uint32_t context, uint32_t id, uint64_t least,
                                             const uint32_t* abort_flag, uint64_t timeout_cycles);
@@ -88,9 +93,10 @@ RG_EXTERN_C RG_DEV void rust_gin_signal_reset(const void* handle, uint32_t conte
 RG_EXTERN_C RG_DEV void rust_gin_va_signal_reset(const void* window, uint64_t offset);
 
 /* Counters: local, incremented once a put that names them completed locally.
- * Reads and waits poll the queues of counted puts, so they advance without
- * any lane having waited for the put. counter_ptr is the raw word: it
- * advances only when something polls. */
+ * Reads, waits and counter_ptr poll the queues of counted puts, so they
+ * advance without any lane having waited for the put; the word counter_ptr
+ * returned is current as of the call, and rust_gin_progress brings it up to
+ * date again (RCCL's waitCounter polls it). */
 RG_EXTERN_C RG_DEV uint64_t* rust_gin_counter_ptr(const void* handle, uint32_t context, uint32_t id);
 RG_EXTERN_C RG_DEV uint64_t rust_gin_counter_read(const void* handle, uint32_t context, uint32_t id);
 RG_EXTERN_C RG_DEV int rust_gin_counter_wait(const void* handle, uint32_t context, uint32_t id, uint64_t least,

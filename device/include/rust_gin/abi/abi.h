@@ -9,5 +9,6 @@
 #include "rust_gin/abi/lockstep.h"
 #include "rust_gin/abi/mlx5_queue.h"
 #include "rust_gin/abi/nic_queue.h"
+#include "rust_gin/abi/rccl_caller.h"
 
 #endif

@@ -47,6 +47,7 @@ enum {
    * contexts of different families, or the device library was built without
    * the family (RUST_GIN_NIC_FAMILIES; gin/family.h) */
   RUST_GIN_ARG_FAMILY = 11,
+  RUST_GIN_ARG_PROGRESS_TARGET = 12, /* rust_gin_progress: neither a signal nor a counter */
 };
 
 enum {

@@ -13,7 +13,7 @@
  * rust_gin_device.h or the layouts in abi/) once a version has been released;
  * version 1 is the first release. The host reports it as netDeviceVersion;
  * the patch checks it at compile time. */
-#define RUST_GIN_DEVICE_ABI_VERSION 5
+#define RUST_GIN_DEVICE_ABI_VERSION 6
 
 #define RUST_GIN_HANDLE_MAGIC 0x52474831u /* "RGH1" */
 #define RUST_GIN_WINDOW_MAGIC 0x52475731u /* "RGW1" */
@@ -23,6 +23,12 @@ enum {
   RUST_GIN_SIGNAL_NONE = 0,
   RUST_GIN_SIGNAL_INDEXED = 1, /* signal id in the context's signal table */
   RUST_GIN_SIGNAL_VA = 2,      /* a 64-bit word in a registered window */
+};
+/* What rust_gin_progress brings up to date: the word a wait of RCCL's
+ * generic code polls (RCCL's ncclGinProgressTarget, patch 0004). */
+enum {
+  RUST_GIN_PROGRESS_SIGNAL = 0,  /* an indexed signal's word */
+  RUST_GIN_PROGRESS_COUNTER = 1, /* a counter's word */
 };
 /* Signal operations (RCCL's ncclGinSignalOp_t maps onto these). */
 enum {
