@@ -565,8 +565,10 @@ fn rccl_va_signals() {
     r.no_device_error();
 }
 
-/// Counters under reset and wrap: resetCounter between batches, and a
-/// 32-bit waitCounter across many puts (rollingLessEq's window).
+/// Counters under reset and wrap: resetCounter between batches, then no
+/// reset and 8-bit waits while the count passes 256 several times (RCCL's
+/// rollingLessEq compares within half the window, so each wait names the
+/// running total and must still end after the low byte wrapped).
 #[test]
 fn rccl_counters_under_reset_and_narrow_waits() {
     let r = Rccl::new(64);
@@ -592,6 +594,29 @@ fn rccl_counters_under_reset_and_narrow_waits() {
             }
         });
     }
+    workgroups(&r, RUST_GIN_RCCL_COOP_WAVE, WGS, |who| {
+        let p = peer_of_wg(who.wg) as i32;
+        let counter = 10 + who.wg as u32;
+        // SAFETY: the harness over live handles and windows.
+        unsafe {
+            dev::rust_gin_rccl_reset_counter(r.comm(0), 0, counter);
+            let mut total = 0u64;
+            for batch in 0..9u64 {
+                for i in 0..100u64 {
+                    let off = ((who.wg as u64 * 100 + i) * 8) % 4096;
+                    dev::rust_gin_rccl_put(
+                        r.comm(0), 0, who.coop, p, r.win(p as usize, DST), off, r.win(0, SRC), off, 8, NONE,
+                        counter as i32, 0,
+                    );
+                }
+                total += 100;
+                let s = dev::rust_gin_rccl_wait_counter(r.comm(0), 0, who.coop, counter, total, 8, 1 << 40);
+                waited(&format!("batch {batch}: waitCounter(counter {counter}, least {total}, 8 bits)"), s);
+                let v = dev::rust_gin_rccl_read_counter(r.comm(0), 0, counter, 8);
+                assert_eq!(v, total & 0xff, "8-bit readCounter after {total} counted puts");
+            }
+        }
+    });
     r.no_device_error();
 }
 
