@@ -11,7 +11,10 @@
 //!   ([`ShmWire::peer_alive`]) from a slow one;
 //! - the segment records the processes that map it: the last one to leave
 //!   removes it, and a segment whose processes are all gone (a crashed job)
-//!   is reclaimed by the next job that opens the name.
+//!   is reclaimed by the next job that opens the name;
+//! - a mapping belongs to the process that made it: a forked child inherits
+//!   the mapping (and the exit hook) but neither detaches nor removes
+//!   anything when it exits or drops it.
 
 use super::fabric::WireError;
 use super::packet::Packet;
@@ -60,6 +63,9 @@ pub struct ShmWire {
     id: (u64, u64),
     /// This mapping's slot in the header's `attached`.
     attach_slot: usize,
+    /// The process that created or attached this mapping: only it detaches
+    /// (a forked child has a copy of the struct but owns no slot).
+    owner: u32,
     /// Producers of one ring may be several NICs of this process (loopback
     /// tests): one sender at a time.
     send_lock: Mutex<()>,
@@ -149,7 +155,7 @@ impl ShmWire {
         std::sync::atomic::fence(Ordering::Release);
         // SAFETY: as above; magic last so attachers see a complete header.
         unsafe { AtomicU64::from_ptr(base as *mut u64).store(MAGIC, Ordering::Release) };
-        let w = ShmWire { base, size, max_nodes, name: cname, id, attach_slot: 0, send_lock: Mutex::new(()) };
+        let w = ShmWire { base, size, max_nodes, name: cname, id, attach_slot: 0, owner: my_pid(), send_lock: Mutex::new(()) };
         at_exit::track(&w);
         Ok(w)
     }
@@ -251,7 +257,16 @@ impl ShmWire {
             return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "not a rust-gin fabric segment"));
         }
         // Not counted as attached until attach() claims a slot.
-        Ok(ShmWire { base, size, max_nodes, name: cname.clone(), id, attach_slot: usize::MAX, send_lock: Mutex::new(()) })
+        Ok(ShmWire {
+            base,
+            size,
+            max_nodes,
+            name: cname.clone(),
+            id,
+            attach_slot: usize::MAX,
+            owner: my_pid(),
+            send_lock: Mutex::new(()),
+        })
     }
 
     fn header(&self) -> &Header {
@@ -387,7 +402,7 @@ impl Drop for ShmWire {
         if self.attach_slot != usize::MAX {
             at_exit::untrack(self.base);
             // SAFETY: the mapping is still ours.
-            unsafe { detach(self.base, self.attach_slot, &self.name, self.id) };
+            unsafe { detach(self.base, self.attach_slot, self.owner, &self.name, self.id) };
         }
         // SAFETY: unmapping our own mapping.
         unsafe { libc::munmap(self.base as *mut libc::c_void, self.size) };
@@ -396,15 +411,23 @@ impl Drop for ShmWire {
 
 /// Gives up this mapping's attach slot; the last process to leave removes
 /// the segment (a crashed one's slot counts as empty), while the name still
-/// refers to it.
+/// refers to it. Only in `owner`, the process that made the mapping: a
+/// forked child that exits holds no slot of its own, and clearing its
+/// parent's slot would make the segment look abandoned and remove it under
+/// the living parent (issue 26).
 ///
 /// # Safety
 /// `base` is a live mapping of a fabric segment.
-unsafe fn detach(base: *mut u8, slot: usize, name: &CString, id: (u64, u64)) {
+unsafe fn detach(base: *mut u8, slot: usize, owner: u32, name: &CString, id: (u64, u64)) {
+    if owner != my_pid() {
+        return;
+    }
     // SAFETY: per the function contract, the mapping starts with a Header.
     let h = unsafe { &*(base as *const Header) };
+    // Only a slot that still names us: a slot reclaimed after a pid reuse
+    // belongs to someone else.
     if let Some(s) = h.attached.get(slot) {
-        s.store(0, Ordering::Release);
+        let _ = s.compare_exchange(owner, 0, Ordering::AcqRel, Ordering::Relaxed);
     }
     let last = !h.attached.iter().any(|p| alive(p.load(Ordering::Acquire)));
     if last && names(&name.to_string_lossy(), id) {
@@ -424,6 +447,7 @@ mod at_exit {
     struct Entry {
         base: usize,
         slot: usize,
+        owner: u32,
         name: CString,
         id: (u64, u64),
     }
@@ -436,7 +460,7 @@ mod at_exit {
         HOOK.call_once(|| unsafe {
             libc::atexit(detach_all);
         });
-        let e = Entry { base: w.base as usize, slot: w.attach_slot, name: w.name.clone(), id: w.id };
+        let e = Entry { base: w.base as usize, slot: w.attach_slot, owner: w.owner, name: w.name.clone(), id: w.id };
         LIVE.lock().unwrap_or_else(|e| e.into_inner()).push(e);
     }
 
@@ -444,12 +468,14 @@ mod at_exit {
         LIVE.lock().unwrap_or_else(|e| e.into_inner()).retain(|e| e.base != base as usize);
     }
 
+    /// Runs in every process that inherited the hook, forked children
+    /// included: detach() acts only on the owner's own mappings.
     extern "C" fn detach_all() {
         let live = std::mem::take(&mut *LIVE.lock().unwrap_or_else(|e| e.into_inner()));
         for e in live {
             // SAFETY: tracked mappings stay mapped until untracked (and
             // mappings are never unmapped at exit).
-            unsafe { detach(e.base as *mut u8, e.slot, &e.name, e.id) };
+            unsafe { detach(e.base as *mut u8, e.slot, e.owner, &e.name, e.id) };
         }
     }
 }
