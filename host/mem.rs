@@ -20,17 +20,24 @@ unsafe impl Sync for DmaBuf {}
 
 impl DmaBuf {
     /// `len` bytes aligned to `align` (a power of two); len 0 gets one byte.
-    pub fn new(len: usize, align: usize) -> DmaBuf {
-        let layout = Layout::from_size_align(len.max(1), align.max(1)).expect("DmaBuf layout");
+    /// Running out of memory is an error, not an abort: sizes come from
+    /// RCCL's config (up to gigabytes of signals), and the job must get an
+    /// ncclSystemError it can report (issue 26).
+    pub fn try_new(len: usize, align: usize) -> std::io::Result<DmaBuf> {
+        let layout = Layout::from_size_align(len.max(1), align.max(1)).map_err(|e| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{len} bytes aligned to {align}: {e}"))
+        })?;
         // SAFETY: the layout has a non-zero size.
         let p = unsafe { alloc_zeroed(layout) };
-        let ptr = NonNull::new(p).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
-        DmaBuf { ptr, layout }
+        let ptr = NonNull::new(p).ok_or_else(|| std::io::Error::from(std::io::ErrorKind::OutOfMemory))?;
+        Ok(DmaBuf { ptr, layout })
     }
 
-    /// Page-aligned, as NIC queues and doorbell pages want.
+    /// `len` page-aligned bytes for the emulated NIC's own fixed-size pages
+    /// (a doorbell page): aborts, as a Box does, when even that is not there.
     pub fn pages(len: usize) -> DmaBuf {
-        DmaBuf::new(len, 4096)
+        let layout = Layout::from_size_align(len.max(1), 4096).expect("DmaBuf page layout");
+        DmaBuf::try_new(len, 4096).unwrap_or_else(|_| std::alloc::handle_alloc_error(layout))
     }
 
     pub fn addr(&self) -> usize {

@@ -7,9 +7,13 @@
 
 #[path = "support/emu.rs"]
 mod emu;
+#[path = "support/rccl_host.rs"]
+mod rccl_host;
 
 use emu::{write, Side, ALL};
 use rccl_rust_gin::emu::{EmuQp, Fabric};
+use rccl_rust_gin::ffi::gin::NcclGinConfig;
+use rccl_rust_gin::ffi::nccl::{level, NCCL_SYSTEM_ERROR};
 use rccl_rust_gin::gpu::{HostMemory, RingHome};
 use rccl_rust_gin::mlx5::queue::QueueMem;
 use rccl_rust_gin::mlx5::sq::{new_error_record, SendQueue};
@@ -40,6 +44,13 @@ fn ended(s: ExitStatus) -> String {
         Some(sig) => format!("died of signal {sig} ({})", name(sig)),
         None => format!("exited with {s}"),
     }
+}
+
+/// Runs `test` in a child to its end: how it ended and all it wrote.
+fn run_child(test: &str, env: &[(&str, &str)]) -> (ExitStatus, String) {
+    let out = child(test, env).stdin(Stdio::null()).output().expect("start the child");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status, text)
 }
 
 /// Writes to fd 1 (libtest captures the test thread's stdout handle).
@@ -141,4 +152,67 @@ fn later_rank() {
     b.buf.write(0, &pattern(4096, 5));
     sq.post(&[write(b.addr(0), b.mr.lkey, addr, rkey, 4096)]).unwrap();
     sq.quiet().unwrap_or_else(|e| panic!("the later rank's put: {e:?} {:?}", sq.error()));
+}
+
+// --- 3. createContext out of memory -------------------------------------------
+
+/// nSignals at its maximum in 64 contexts: 2 GiB of signals alone.
+fn huge_config() -> NcclGinConfig {
+    NcclGinConfig { n_signals: 1 << 22, n_contexts: 64, ..rccl_host::default_config() }
+}
+const HUGE_SIGNAL_BYTES: usize = 8 << 22 << 6;
+
+/// createContext that cannot get its memory returns ncclSystemError (2) with
+/// a WARN line naming what it could not allocate and how many bytes, and the
+/// process goes on: a context that fits is created next. The child limits
+/// its address space (RLIMIT_AS) to 1 GiB more than it maps, and asks for
+/// 2 GiB of signals. Before the fix the host memory allocator called
+/// handle_alloc_error and the child aborted (seen failing: "the child died
+/// of signal 6 (SIGABRT)", after "memory allocation of 2147483648 bytes
+/// failed").
+#[test]
+fn create_context_out_of_memory_is_a_system_error_not_an_abort() {
+    let (status, out) = run_child("create_context_under_a_memory_limit", &[]);
+    assert!(status.success(), "the child {}; it said:\n{out}", ended(status));
+    let result = out.lines().find_map(|l| l.split_once("RESULT ").map(|(_, r)| r.trim().to_string()));
+    assert_eq!(result.as_deref(), Some(NCCL_SYSTEM_ERROR.to_string().as_str()), "createContext's result; the child said:\n{out}");
+    let warn = out.lines().find(|l| l.starts_with("WARN ") && l.contains("createContext"));
+    let warn = warn.unwrap_or_else(|| panic!("no WARN line from createContext; the child said:\n{out}"));
+    assert!(warn.contains("Signals") && warn.contains(&HUGE_SIGNAL_BYTES.to_string()), "the WARN line names neither the signals nor their size: {warn}");
+    assert!(out.contains("AFTER 0"), "no context was created after the failure; the child said:\n{out}");
+}
+
+#[test]
+#[ignore = "started by create_context_out_of_memory_is_a_system_error_not_an_abort"]
+fn create_context_under_a_memory_limit() {
+    let p = rccl_host::plugin();
+    let mut r = p.open_rank(0, 1);
+    let h = r.handle;
+    assert_eq!(p.connect(&mut r, &[h]), rccl_host::OK);
+    let mut cfg = huge_config();
+    p.logger.take();
+    let mapped = std::fs::read_to_string("/proc/self/statm").unwrap();
+    let mapped: u64 = mapped.split_whitespace().next().unwrap().parse::<u64>().unwrap() * 4096;
+    // SAFETY: a zeroed rlimit filled by getrlimit, then plain setrlimit calls.
+    let mut old: libc::rlimit = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut old) }, 0);
+    let limited = libc::rlimit { rlim_cur: mapped + (1 << 30), rlim_max: old.rlim_max };
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_AS, &limited) }, 0);
+    let (res, _, _) = p.create_context(r.coll, &mut cfg);
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_AS, &old) }, 0);
+    say(&format!("RESULT {res}\n"));
+    for l in p.logger.take() {
+        if let Some(text) = l.strip_prefix(&format!("{} ", level::WARN)) {
+            say(&format!("WARN {text}\n"));
+        }
+    }
+    let mut small = rccl_host::default_config();
+    let (res, gctx, _) = p.create_context(r.coll, &mut small);
+    say(&format!("AFTER {res}\n"));
+    assert_eq!(p.call_ptr(p.v.destroy_context, gctx), rccl_host::OK);
+    assert_eq!(p.call_ptr(p.v.close_coll, r.coll), rccl_host::OK);
+    assert_eq!(p.call_ptr(p.v.finalize, r.ctx), rccl_host::OK);
 }

@@ -201,8 +201,8 @@ impl GinContext {
                 let len = per(settings.n_signals) * nranks as usize;
                 let table = alloc.alloc(len + pad, 64, Object::SignalSlots)?;
                 let totals = alloc.alloc(len, 64, Object::SignalTotals)?;
-                table.write(0, &vec![0u8; len + pad]);
-                totals.write(0, &vec![0u8; len]);
+                table.zero();
+                totals.zero();
                 Some((table, totals))
             }
         };

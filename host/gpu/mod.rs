@@ -104,6 +104,18 @@ impl GpuBuf {
         }
     }
 
+    /// Zeroes the whole buffer through a bounded scratch (a temporary as
+    /// large as the buffer could itself run out of memory).
+    pub fn zero(&self) {
+        let zeros = vec![0u8; self.len.min(1 << 20)];
+        let mut off = 0;
+        while off < self.len {
+            let n = zeros.len().min(self.len - off);
+            self.write(off, &zeros[..n]);
+            off += n;
+        }
+    }
+
     fn check_bounds(&self, off: usize, len: usize) {
         assert!(off.checked_add(len).is_some_and(|e| e <= self.len), "GpuBuf access out of bounds");
     }
@@ -159,7 +171,9 @@ pub struct HostMemory;
 impl Allocator for HostMemory {
     fn alloc(&self, len: usize, align: usize, object: Object) -> std::io::Result<GpuBuf> {
         record(object, len);
-        let b = DmaBuf::new(len, align.max(64));
+        let b = DmaBuf::try_new(len, align.max(64)).map_err(|e| {
+            std::io::Error::new(e.kind(), format!("could not allocate {len} bytes of host memory for the {object:?}: {e}"))
+        })?;
         let addr = b.addr();
         Ok(GpuBuf { host: Some(addr), dev: addr as u64, len, object, _backing: Backing::Host(b) })
     }
