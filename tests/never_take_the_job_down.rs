@@ -10,13 +10,15 @@ mod emu;
 #[path = "support/rccl_host.rs"]
 mod rccl_host;
 
-use emu::{write, Side, ALL};
+use emu::{read, write, Link, Side, ALL};
+use rccl_rust_gin::device::DeviceStatus;
 use rccl_rust_gin::emu::{EmuQp, Fabric};
 use rccl_rust_gin::ffi::gin::NcclGinConfig;
 use rccl_rust_gin::ffi::nccl::{level, NCCL_SYSTEM_ERROR};
 use rccl_rust_gin::gpu::{HostMemory, RingHome};
 use rccl_rust_gin::mlx5::queue::QueueMem;
 use rccl_rust_gin::mlx5::sq::{new_error_record, SendQueue};
+use rccl_rust_gin::mlx5::wire::syndrome;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, ExitStatus, Stdio};
@@ -152,6 +154,109 @@ fn later_rank() {
     b.buf.write(0, &pattern(4096, 5));
     sq.post(&[write(b.addr(0), b.mr.lkey, addr, rkey, 4096)]).unwrap();
     sq.quiet().unwrap_or_else(|e| panic!("the later rank's put: {e:?} {:?}", sq.error()));
+}
+
+// --- 2. Registered memory that was unmapped ---------------------------------
+
+/// `pages` fresh anonymous pages, filled with a pattern.
+fn map_pages(pages: usize) -> *mut u8 {
+    // SAFETY: a fresh private anonymous mapping; result checked.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            pages * 4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(p, libc::MAP_FAILED);
+    let data = pattern(pages * 4096, 9);
+    // SAFETY: the mapping holds pages * 4096 bytes.
+    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p as *mut u8, data.len()) };
+    p as *mut u8
+}
+
+fn unmap(p: *mut u8, pages: usize) {
+    // SAFETY: unmapping (part of) a mapping of ours that nothing in Rust
+    // references; only the emulated NIC still has it registered.
+    assert_eq!(unsafe { libc::munmap(p as *mut libc::c_void, pages * 4096) }, 0);
+}
+
+/// The cases, run one child each: (name, the syndrome its request ends with).
+const UNMAPPED_CASES: [(&str, u8); 6] = [
+    ("put", syndrome::LOCAL_PROT_ERR),
+    ("put-across-a-hole", syndrome::LOCAL_PROT_ERR),
+    ("get-into", syndrome::LOCAL_PROT_ERR),
+    ("put-to", syndrome::REMOTE_ACCESS_ERR),
+    ("get-from", syndrome::REMOTE_ACCESS_ERR),
+    ("atomic-on", syndrome::REMOTE_ACCESS_ERR),
+];
+
+/// A registered buffer that its owner unmapped: a put from it completes with
+/// a local protection error CQE (as a ConnectX gives when its page walk for
+/// the gather fails), and the process lives on and moves data. So do a put
+/// whose source has a hole in it, a get into it (local protection), and a
+/// put, get or atomic that a peer aims at it (remote access error). Before
+/// the fix the emulated NIC's thread read or wrote the unmapped page and
+/// every case's child died of SIGSEGV (seen failing: "put: the child died of
+/// signal 11 (SIGSEGV)").
+#[test]
+fn requests_on_unmapped_registered_memory_complete_with_an_error() {
+    for (case, want) in UNMAPPED_CASES {
+        let (status, out) = run_child("request_on_unmapped_memory", &[("RUST_GIN_TEST_UNMAPPED", case)]);
+        assert!(status.success(), "{case}: the child {}; it said:\n{out}", ended(status));
+        let got = out.lines().find_map(|l| l.split_once("SYNDROME ").map(|(_, s)| s.trim().to_string()));
+        assert_eq!(got, Some(format!("{want:#x}")), "{case}: the error CQE's syndrome; the child said:\n{out}");
+        assert!(out.contains("STILL MOVING DATA"), "{case}: the NIC did not move data afterwards:\n{out}");
+    }
+}
+
+#[test]
+#[ignore = "started by requests_on_unmapped_registered_memory_complete_with_an_error"]
+fn request_on_unmapped_memory() {
+    let case = std::env::var("RUST_GIN_TEST_UNMAPPED").expect("started by requests_on_unmapped_registered_memory_complete_with_an_error");
+    let fabric = Fabric::threads();
+    let a = Side::new(&fabric, "a", 1 << 16, ALL);
+    // The NIC's own thread touches the memory, as in a job.
+    a.nic.start_polling();
+    let pages = 3;
+    let p = map_pages(pages);
+    let base = p as u64;
+    // SAFETY: the mapping is live now; the test unmaps it under the
+    // registration on purpose, which the NIC must survive.
+    let mr = unsafe { a.nic.reg_mr(a.pd, p as usize, pages * 4096, ALL) }.unwrap();
+    if case == "put-across-a-hole" {
+        // SAFETY: the middle page of our mapping.
+        unmap(unsafe { p.add(4096) }, 1);
+    } else {
+        unmap(p, pages);
+    }
+    let link = Link::new(&a, &a, 6, 10 * SECOND);
+    let len = (pages * 4096) as u32;
+    let req = match case.as_str() {
+        "put" | "put-across-a-hole" => write(base, mr.lkey, a.addr(0), a.mr.rkey, len),
+        "get-into" => read(base, mr.lkey, a.addr(0), a.mr.rkey, 4096),
+        "put-to" => write(a.addr(0), a.mr.lkey, base, mr.rkey, 4096),
+        "get-from" => read(a.addr(0), a.mr.lkey, base, mr.rkey, 4096),
+        "atomic-on" => emu::fetch_add(a.addr(0), a.mr.lkey, base, mr.rkey, 1),
+        other => panic!("no case {other}"),
+    };
+    link.sq.post(&[req]).unwrap();
+    let q = link.sq.quiet();
+    assert!(matches!(q, Err(DeviceStatus::CqeError) | Err(DeviceStatus::QpFailed)), "{case}: quiet gave {q:?}");
+    let e = link.sq.error().expect("an error record");
+    say(&format!("SYNDROME {:#x}\n", e.syndrome));
+    // The process and the NIC go on: a new queue pair moves data.
+    let again = Link::new(&a, &a, 6, 10 * SECOND);
+    a.buf.write(0, &pattern(4096, 3));
+    again.sq.post(&[write(a.addr(0), a.mr.lkey, a.addr(8192), a.mr.rkey, 4096)]).unwrap();
+    again.sq.quiet().unwrap_or_else(|e| panic!("{case}: a put after the error: {e:?} {:?}", again.sq.error()));
+    let mut got = vec![0u8; 4096];
+    a.buf.read(8192, &mut got);
+    assert!(got == pattern(4096, 3), "{case}: the put after the error landed wrong");
+    say("STILL MOVING DATA\n");
 }
 
 // --- 3. createContext out of memory -------------------------------------------

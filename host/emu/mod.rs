@@ -11,12 +11,15 @@
 //!   or across processes.
 //! - [`family_queue`]: a bnxt_re or ionic queue (nic/family.rs executes
 //!   those formats with the same requester and responder).
-//! - [`wqe`]: decoding a WQE from its bytes; [`mr`]: keys and access checks.
+//! - [`wqe`]: decoding a WQE from its bytes; [`mr`]: keys and access checks;
+//!   [`guarded`]: reading and writing registered memory that may have been
+//!   unmapped, as an error instead of a fault.
 //!   What it counts is the provider-neutral [`crate::provider::counters`].
 
 pub mod doorbell;
 pub mod fabric;
 pub mod family_queue;
+pub mod guarded;
 pub mod mr;
 pub mod nic;
 pub mod packet;

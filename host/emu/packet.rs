@@ -1,6 +1,7 @@
 //! What travels between emulated NICs: RC request and response packets of at
 //! most one MTU of payload each, in order per QP pair.
 
+use super::guarded::{self, Unmapped};
 use super::wqe::AtomicKind;
 
 /// A packet's payload: up to [`Payload::SMALL`] bytes travel in the packet
@@ -53,14 +54,39 @@ impl Payload {
         }
     }
 
-    /// Appends `n` bytes read from `addr` (one copy, no per-byte loop).
+    /// Appends `n` bytes read from `addr` (one copy, no per-byte loop);
+    /// Err, with the payload's length unchanged, when the memory is not
+    /// mapped (a buffer unmapped while registered).
     ///
     /// # Safety
-    /// [addr, addr+n) must be readable (inside a registered region, checked
-    /// by the caller).
-    pub unsafe fn extend_from_raw(&mut self, addr: u64, n: usize) {
-        // SAFETY: per the function contract.
-        self.extend_from_slice(unsafe { std::slice::from_raw_parts(addr as *const u8, n) });
+    /// [addr, addr+n) must lie inside a registered region (checked by the
+    /// caller), which may however have been unmapped.
+    pub unsafe fn extend_from_raw(&mut self, addr: u64, n: usize) -> Result<(), Unmapped> {
+        match self {
+            Payload::Small { len, bytes } if *len as usize + n <= Self::SMALL => {
+                // SAFETY: the destination lies inside `bytes`; the source per
+                // the function contract.
+                unsafe { guarded::copy(bytes.as_mut_ptr().add(*len as usize), addr as *const u8, n) }?;
+                *len += n as u8;
+                Ok(())
+            }
+            Payload::Small { len, bytes } => {
+                let mut v = Vec::with_capacity(*len as usize + n);
+                v.extend_from_slice(&bytes[..*len as usize]);
+                *self = Payload::Heap(v);
+                // SAFETY: per the function contract.
+                unsafe { self.extend_from_raw(addr, n) }
+            }
+            Payload::Heap(v) => {
+                v.reserve(n);
+                // SAFETY: reserve() made room for n bytes after the length;
+                // the source per the function contract.
+                unsafe { guarded::copy(v.as_mut_ptr().add(v.len()), addr as *const u8, n) }?;
+                // SAFETY: those n bytes are now initialized.
+                unsafe { v.set_len(v.len() + n) };
+                Ok(())
+            }
+        }
     }
 }
 

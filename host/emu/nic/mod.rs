@@ -424,6 +424,9 @@ impl EmuNic {
                 config.mtu
             )));
         }
+        // Before any access to registered memory: an unmapped buffer is then
+        // an error completion, not a SIGSEGV (emu/guarded.rs).
+        super::guarded::install();
         let poller = config.poller.clone().unwrap_or_else(|| Poller::new(&config.name));
         let inner = Arc::new(Inner {
             config,

@@ -315,10 +315,22 @@ impl Inner {
                 qp.next_msg += 1;
                 qp.inflight.push_back(Inflight { msg, index, signaled, opcode, awaits, status: Status::Pending });
                 let (node, rqpn) = remote.expect("an RTS RC QP has a remote, a DCI's WQE a target");
-                if let Err(e) = self.send_message(&mut st.outbox, qpn, node, rqpn, msg, dc_key, body) {
-                    tracing::warn!(qpn, error = %e, "emulated NIC: the wire refused a packet");
-                    if let Some(entry) = qp.inflight.back_mut() {
-                        entry.status = Status::Err(syndrome::TRANSPORT_RETRY_EXC_ERR);
+                match self.send_message(&mut st.outbox, qpn, node, rqpn, msg, dc_key, body) {
+                    Ok(()) => {}
+                    Err(SendFailure::Wire(e)) => {
+                        tracing::warn!(qpn, error = %e, "emulated NIC: the wire refused a packet");
+                        if let Some(entry) = qp.inflight.back_mut() {
+                            entry.status = Status::Err(syndrome::TRANSPORT_RETRY_EXC_ERR);
+                        }
+                    }
+                    Err(SendFailure::Unmapped { addr }) => {
+                        // As a ConnectX whose page walk for the gather
+                        // fails: a local protection error, and the QP stops.
+                        tracing::warn!(qpn, addr = format_args!("{addr:#x}"), "emulated NIC: a WRITE's source is registered but not mapped");
+                        if let Some(entry) = qp.inflight.back_mut() {
+                            entry.status = Status::Err(syndrome::LOCAL_PROT_ERR);
+                        }
+                        self.enter_error(qp);
                     }
                 }
             }
@@ -337,7 +349,7 @@ impl Inner {
         msg: u64,
         dc_key: u64,
         out: Outgoing,
-    ) -> Result<(), WireError> {
+    ) -> Result<(), SendFailure> {
         let mk = |body| Packet { src_node: self.node(), dst_node: node, src_qpn: qpn, dst_qpn: rqpn, msg, dc_key, body };
         match out {
             Outgoing::Write { raddr, rkey, total, imm, gather } => {
@@ -358,20 +370,23 @@ impl Inner {
                         }
                         let k = left.min(n - data.len() as u64);
                         // SAFETY: inside a gather entry, which execute()
-                        // checked against a registered region.
-                        unsafe { data.extend_from_raw(addr, k as usize) };
+                        // checked against a registered region. Packets cut
+                        // before a fault are already queued: a message
+                        // without its last packet, which the responder never
+                        // acknowledges.
+                        unsafe { data.extend_from_raw(addr, k as usize) }.map_err(|_| SendFailure::Unmapped { addr })?;
                         addr += k;
                         left -= k;
                     }
                     let last = offset + n == total;
-                    self.send(outbox, mk(Body::Write { raddr, rkey, total, offset, last, imm, data }))?;
+                    self.send(outbox, mk(Body::Write { raddr, rkey, total, offset, last, imm, data })).map_err(SendFailure::Wire)?;
                     offset += n;
                     if last {
                         return Ok(());
                     }
                 }
             }
-            Outgoing::Packet(b) => self.send(outbox, mk(b)),
+            Outgoing::Packet(b) => self.send(outbox, mk(b)).map_err(SendFailure::Wire),
         }
     }
 
@@ -425,7 +440,10 @@ impl Inner {
                         match self.config.read_data_delay {
                             None => {
                                 // SAFETY: the scatter entry was checked (local write) at execution.
-                                unsafe { dma_write(s.addr + at, &rest[..n]) };
+                                if unsafe { mr_write(s.addr + at, &rest[..n]) }.is_err() {
+                                    fail = Some(syndrome::LOCAL_PROT_ERR);
+                                    break;
+                                }
                                 st.written.push((s.addr + at, n as u64));
                             }
                             Some(d) => {
@@ -440,7 +458,7 @@ impl Inner {
                     base += s.len;
                 }
                 bump(&self.counters.payload_bytes, data.len() as u64);
-                if *last {
+                if *last && fail.is_none() {
                     let total = scatter.iter().map(|s| s.len).sum::<u64>() as u32;
                     entry.status = Status::Ok { byte_cnt: total };
                 }
@@ -448,9 +466,12 @@ impl Inner {
             (Body::AtomicResponse { old }, Await::Atomic { result }) => {
                 // Host byte order (the DevX provider asks for host-endian atomics).
                 // SAFETY: the result entry was checked (8 bytes, local write).
-                unsafe { dma_write(result.addr, &old.to_ne_bytes()) };
-                st.written.push((result.addr, 8));
-                entry.status = Status::Ok { byte_cnt: 8 };
+                if unsafe { mr_write(result.addr, &old.to_ne_bytes()) }.is_ok() {
+                    st.written.push((result.addr, 8));
+                    entry.status = Status::Ok { byte_cnt: 8 };
+                } else {
+                    fail = Some(syndrome::LOCAL_PROT_ERR);
+                }
             }
             _ => fail = Some(syndrome::BAD_RESP_ERR),
         }
@@ -470,9 +491,13 @@ pub(super) fn land_posted(st: &mut State, now: Option<Instant>) -> usize {
         let w = st.posted.pop_front().expect("front");
         // SAFETY: the scatter entry was checked (local write, registered) when
         // its READ executed, and deregistration lands everything first, so
-        // the region is still registered and valid.
-        unsafe { dma_write(w.addr, &w.data) };
-        st.written.push((w.addr, w.data.len() as u64));
+        // the region is still registered (though maybe unmapped).
+        if unsafe { mr_write(w.addr, &w.data) }.is_ok() {
+            st.written.push((w.addr, w.data.len() as u64));
+        } else {
+            // Its READ has completed already: nothing left to tell.
+            tracing::warn!(addr = format_args!("{:#x}", w.addr), "emulated NIC: READ data for unmapped memory dropped");
+        }
         n += 1;
     }
     n
@@ -494,6 +519,13 @@ fn read_sq_dbr(qp: &Qp) -> u32 {
     // SAFETY: the doorbell record is valid per create_qp's contract.
     let raw = unsafe { AtomicU32::from_ptr((qp.spec.dbrec + 4 * SND_DBR) as *mut u32) }.load(Ordering::Acquire);
     u32::from_be(raw) & 0xffff
+}
+
+/// Why send_message stopped.
+pub(super) enum SendFailure {
+    Wire(WireError),
+    /// The gather list reached memory that is registered but not mapped.
+    Unmapped { addr: u64 },
 }
 
 /// A request as execute() hands it to send_message: a WRITE whose payload

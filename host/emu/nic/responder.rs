@@ -2,6 +2,7 @@
 //! memory regions and answering them.
 
 use super::*;
+use crate::emu::guarded;
 
 impl Inner {
     pub(super) fn reply(&self, outbox: &mut Outbox, req: &Packet, body: Body) {
@@ -121,7 +122,13 @@ impl Inner {
                 }
                 // SAFETY: [raddr, raddr+total) lies in a registered region, and
                 // offset + len <= total by construction of the packets.
-                unsafe { dma_write(raddr + offset, data) };
+                if unsafe { mr_write(raddr + offset, data) }.is_err() {
+                    // Registered but unmapped here: as an access violation.
+                    mark_failed(st, p.msg);
+                    self.flush_ack(st, p.dst_qpn);
+                    self.reply(&mut st.outbox, p, Body::Nak { syndrome: syndrome::REMOTE_ACCESS_ERR });
+                    return;
+                }
                 st.written.push((raddr + offset, data.len() as u64));
                 bump(&self.counters.payload_bytes, data.len() as u64);
                 if *last {
@@ -154,7 +161,12 @@ impl Inner {
                         loop {
                             let n = (*len - off).min(mtu);
                             // SAFETY: inside the checked region.
-                            let data = unsafe { dma_read(raddr + off, n as usize) };
+                            let Ok(data) = (unsafe { dma_read(raddr + off, n as usize) }) else {
+                                // Registered but unmapped here: the requester
+                                // fails the READ on this NAK.
+                                self.reply(&mut st.outbox, p, Body::Nak { syndrome: syndrome::REMOTE_ACCESS_ERR });
+                                break;
+                            };
                             bump(&self.counters.payload_bytes, n);
                             st.step_payload += n;
                             let last = off + n == *len;
@@ -176,15 +188,18 @@ impl Inner {
                 match st.mrs.check_remote(pd, *rkey, *raddr, 8, Access::REMOTE_ATOMIC) {
                     Err(e) => self.reply(&mut st.outbox, p, Body::Nak { syndrome: remote_syndrome(e) }),
                     Ok(_) => {
-                        // SAFETY: 8-aligned and inside a registered region; the
-                        // owner reads it with atomics (a signal or counter).
-                        let word = unsafe { AtomicU64::from_ptr(*raddr as *mut u64) };
-                        let old = match kind {
-                            AtomicKind::FetchAdd => word.fetch_add(*swap_add, Ordering::AcqRel),
-                            AtomicKind::CompareSwap => {
-                                word.compare_exchange(*compare, *swap_add, Ordering::AcqRel, Ordering::Acquire)
-                                    .unwrap_or_else(|v| v)
+                        // SAFETY: 8-aligned and inside a registered region (maybe
+                        // unmapped); the owner reads it with atomics (a
+                        // signal or counter).
+                        let old = unsafe {
+                            match kind {
+                                AtomicKind::FetchAdd => guarded::fetch_add(*raddr as *mut u64, *swap_add),
+                                AtomicKind::CompareSwap => guarded::compare_swap(*raddr as *mut u64, *compare, *swap_add),
                             }
+                        };
+                        let Ok(old) = old else {
+                            self.reply(&mut st.outbox, p, Body::Nak { syndrome: syndrome::REMOTE_ACCESS_ERR });
+                            return;
                         };
                         bump(&self.counters.payload_bytes, 8);
                         st.written.push((*raddr, 8));
