@@ -535,6 +535,7 @@ const FAMILY_TESTS: &[&str] = &[
     "proxy_progress_mode",
     "aggregated_requests_time_from_their_doorbell_and_never_stall_a_full_queue",
     "a_full_queue_in_proxy_mode_gets_room_by_driving_the_nic",
+    "offsets_count_from_the_registered_allocation_not_the_window_inside_it",
 ];
 
 #[test]
@@ -1251,7 +1252,7 @@ fn bad_input_gets_an_error_code_and_a_warn_line() {
         (
             put(ctx, 0, 4090, am, 8, 0, bm, 0, 0),
             NCCL_INVALID_ARGUMENT,
-            &["iput source", "offset 4090 + size 8", "4096 bytes"],
+            &["iput source", "srcOff 4090 + size 8", "4096 bytes"],
             "source offset past the registration",
         ),
         (
@@ -1304,7 +1305,7 @@ fn bad_input_gets_an_error_code_and_a_warn_line() {
         res,
         NCCL_INVALID_ARGUMENT,
         &l,
-        &["iget source", "offset 4000 + size 200"],
+        &["iget source", "remoteOff 4000 + size 200"],
         "iget past the remote registration",
     );
     let (res, l) = warns(|| api.iget(ctx, 0, 0, am, 200, 3900, bm, 0, 0, &mut q));
@@ -2052,4 +2053,205 @@ fn full_queue_child() {
         assert_eq!(api.destroy(ctx), OK);
         close(api, r);
     });
+}
+
+// --- offsets: from the registered allocation, not from a window inside it ---------
+
+/// The symmetric allocation RCCL registers, a window inside it, and where the
+/// window's bytes sit: what the offset tests below lay out on every rank.
+const ALLOC: usize = 32 * 1024;
+const SRC_WIN: usize = 0x3000;
+const DST_WIN: usize = 0x5000;
+const SIG_ALLOC: usize = 4096;
+const SIG_WIN: usize = 0x800;
+const GET_ALLOC: usize = 8192;
+const GET_WIN: usize = 0x1000;
+
+/// Issue 24 (a). RCCL registers the whole backing allocation, never a window
+/// inside it, and passes offsets from the allocation's start (NVIDIA/nccl
+/// @1e47331c, "Fix RMA proxy offsets for subwindows"):
+/// - the RMA proxy registers `mem->primaryAddr, mem->size`
+///   (src/dev_runtime.cc:538 -> src/rma/rma_proxy.cc:317) and, since that
+///   commit, adds the window's offset in the allocation to both offsets
+///   (src/rma/rma_proxy_launch.cc:31-34, `ncclDevrGetWinOffset`,
+///   src/dev_runtime.cc:1665);
+/// - the GIN proxy registers the same allocation (src/dev_runtime.cc:510 ->
+///   src/gin/gin_host.cc:390 -> src/gin/gin_host_proxy.cc:391), and its
+///   kernels add `4096 * ginOffset4K` (the window's offset, src/dev_runtime.cc:744,
+///   1255) before the GFD reaches iput, iputSignal or iget
+///   (src/include/nccl_device/impl/gin__funcs.h:23, 485-488;
+///   src/gin/gin_host_proxy.cc:261, 303, 311).
+///
+/// So the plugin counts every offset from the address regMrSym was given.
+/// Here each rank has windows at 0x3000 (source), 0x5000 (destination),
+/// 0x800 (signals) and 0x1000 (gets) of its allocations, and RCCL's offsets
+/// (window offset + offset in the window) must land every put, signal and
+/// get at exactly those bytes of the peer's allocation, and nothing
+/// anywhere else; offsets past the registration are refused with a WARN
+/// naming the argument. A registration that itself starts inside a larger
+/// allocation (0x1240 in, not page-aligned) counts from its own start. Every
+/// version's table.
+///
+/// Seen failing (2026-12-05, each fault planted in host/rma/memory.rs and
+/// reverted): the peer's address as `base + (off & 0xfff)` (the offset's 4 KiB
+/// part dropped) failed "rank 0: the destination allocation (v17): byte 0x0"
+/// (the put meant for 0x6000 landed at 0); the peer's base rounded down to
+/// its page failed "a put into the sub-range" (the peer's NIC refused the
+/// address below its registration); on the code before the WARN lines named
+/// the argument, the first out-of-range case failed (no "dstOff").
+#[test]
+fn offsets_count_from_the_registered_allocation_not_the_window_inside_it() {
+    let h = harness();
+    for api in [Api::V17(h.v17), Api::V16(h.v16), Api::V15(h.v15), Api::V14(h.v14), Api::V13(h.v13)] {
+        let n = 2;
+        let ex = Exchange::new(n);
+        std::thread::scope(|s| {
+            for rank in 0..n {
+                let ex = ex.clone();
+                s.spawn(move || {
+                    let _broken_on_panic = ex.guard();
+                    RANKS.with(|r| r.set(n as c_int));
+                    let r = open(api, rank, n, &ex);
+                    window_offsets(api, &r, &|| ex.barrier());
+                    close(api, r);
+                });
+            }
+        });
+    }
+}
+
+/// Rank `rank`'s source byte at `offset`, repeating only every 512 KiB
+/// (pattern() repeats every 256 bytes, which would hide a source read from
+/// the wrong 256-byte step).
+fn byte_at(rank: usize, offset: usize) -> u8 {
+    ((offset as u64).wrapping_mul(0x9e37_79b1) >> 11) as u8 ^ (rank as u8).wrapping_mul(0x5b)
+}
+
+/// `got` equals `want`, or the first differing byte is named.
+#[track_caller]
+fn same_bytes(got: &GpuBuf, want: &[u8], what: &str) {
+    let mut g = vec![0u8; want.len()];
+    got.read(0, &mut g);
+    if let Some(i) = g.iter().zip(want).position(|(a, b)| a != b) {
+        panic!("{what}: byte {i:#x} is {:#04x}, expected {:#04x}", g[i], want[i]);
+    }
+}
+
+fn window_offsets(api: Api, r: &Rank, sync: &dyn Fn()) {
+    let (me, peer) = (r.rank, (1 - r.rank) as u32);
+    let v = api.version();
+    let (res, ctx) = api.create_context(r.coll, 1, -1, 1);
+    assert_eq!(res, OK, "createContext");
+    let (src, dst, sig, got) = (buf(ALLOC), buf(ALLOC), buf(SIG_ALLOC), buf(GET_ALLOC));
+    src.write(0, &(0..ALLOC).map(|i| byte_at(me, i)).collect::<Vec<_>>());
+    for b in [&dst, &sig, &got] {
+        b.write(0, &vec![0u8; b.len()]);
+    }
+    // Whole allocations, as RCCL registers them.
+    let (sm, dm, gm, lm) = (
+        api.reg_ok(r.coll, &src, NCCL_PTR_CUDA),
+        api.reg_ok(r.coll, &dst, NCCL_PTR_CUDA),
+        api.reg_ok(r.coll, &sig, NCCL_PTR_CUDA),
+        api.reg_ok(r.coll, &got, NCCL_PTR_CUDA),
+    );
+    sync();
+    // RCCL's offsets: the window's place in the allocation plus the offset in it.
+    let (s, d, g) = (SRC_WIN as u64, DST_WIN as u64, SIG_WIN as u64);
+    let p1 = api.put(ctx, 0, s + 0x100, sm, 0x400, d + 0x200, dm, peer, 0);
+    let mut p2 = NULL;
+    let add = NCCL_NET_SIGNAL_OP_ADD;
+    let res = api.iput_signal(ctx, 0, s + 0x800, sm, 0x100, d + 0x1000, dm, peer, g + 16, gm, 7, add, 0, &mut p2);
+    assert_eq!(res, OK, "iputSignal");
+    let mut p3 = NULL;
+    let res = api.iput_signal(ctx, 0, 0, NULL, 0, 0, NULL, peer, g + 24, gm, 0, NCCL_NET_SIGNAL_OP_INC, 0, &mut p3);
+    assert_eq!(res, OK, "signal-only iputSignal");
+    for q in [p1, p2, p3] {
+        assert_eq!(api.wait(r.coll, ctx, q), OK, "rank {me}: test");
+    }
+    // The peer's requests to this rank are complete too.
+    sync();
+    let from = |at: usize| byte_at(peer as usize, at);
+    let mut want = vec![0u8; ALLOC];
+    for i in 0..0x400 {
+        want[DST_WIN + 0x200 + i] = from(SRC_WIN + 0x100 + i);
+    }
+    for i in 0..0x100 {
+        want[DST_WIN + 0x1000 + i] = from(SRC_WIN + 0x800 + i);
+    }
+    same_bytes(&dst, &want, &format!("rank {me}: the destination allocation (v{v})"));
+    let mut want_sig = vec![0u8; SIG_ALLOC];
+    want_sig[SIG_WIN + 16..SIG_WIN + 24].copy_from_slice(&7u64.to_ne_bytes());
+    want_sig[SIG_WIN + 24..SIG_WIN + 32].copy_from_slice(&1u64.to_ne_bytes());
+    same_bytes(&sig, &want_sig, &format!("rank {me}: the signal allocation (v{v})"));
+
+    // A get from the peer's window into this rank's get window, then a flush.
+    let mut q = NULL;
+    assert_eq!(api.iget(ctx, 0, d + 0x200, dm, 0x400, GET_WIN as u64 + 0x40, lm, peer, 0, &mut q), OK, "iget");
+    let mut f = NULL;
+    assert_eq!(api.iflush(ctx, 0, gm, peer, &mut f), OK, "iflush");
+    assert_eq!(api.wait(r.coll, ctx, f), OK, "iflush completes");
+    assert_eq!(api.wait(r.coll, ctx, q), OK, "iget completes");
+    let mut want_got = vec![0u8; GET_ALLOC];
+    for i in 0..0x400 {
+        // The peer's window holds what this rank put there.
+        want_got[GET_WIN + 0x40 + i] = byte_at(me, SRC_WIN + 0x100 + i);
+    }
+    same_bytes(&got, &want_got, &format!("rank {me}: the get allocation (v{v})"));
+
+    // Past the registration (not past the window: RCCL checks windows): refused.
+    let sig_past = (SIG_ALLOC - 4) as u64;
+    type Call<'a> = Box<dyn Fn(*mut P) -> NcclResult + 'a>;
+    let cases: Vec<(Call, &[&str])> = vec![
+        (
+            Box::new(|q| api.iput(ctx, 0, 0, sm, 0x200, (ALLOC - 0x100) as u64, dm, peer, 0, q)),
+            &["iput", "dstOff 32512 + size 512", "rank", "(32768 bytes)"],
+        ),
+        (Box::new(|q| api.iput(ctx, 0, (ALLOC - 8) as u64, sm, 16, 0, dm, peer, 0, q)), &["iput", "srcOff 32760 + size 16"]),
+        (
+            Box::new(|q| {
+                api.iput_signal(ctx, 0, 0, sm, 8, 0, dm, peer, sig_past, gm, 1, NCCL_NET_SIGNAL_OP_INC, 0, q)
+            }),
+            &["iputSignal", "signalOff 4092 + size 8"],
+        ),
+        (
+            Box::new(|q| api.iput_signal(ctx, 0, 0, sm, 8, ALLOC as u64, dm, peer, 0, gm, 1, NCCL_NET_SIGNAL_OP_INC, 0, q)),
+            &["iputSignal", "dstOff 32768 + size 8"],
+        ),
+        (Box::new(|q| api.iget(ctx, 0, ALLOC as u64, dm, 1, 0, lm, peer, 0, q)), &["iget", "remoteOff 32768 + size 1"]),
+        (Box::new(|q| api.iget(ctx, 0, 0, dm, 16, (GET_ALLOC - 8) as u64, lm, peer, 0, q)), &["iget", "localOff 8184 + size 16"]),
+    ];
+    for (call, words) in &cases {
+        let mut q = 1usize as P;
+        let (res, l) = warns(|| call(&mut q));
+        expect_warn(res, NCCL_INVALID_ARGUMENT, &l, words, &format!("rank {me} (v{v}): {words:?}"));
+        assert!(q.is_null(), "request set to NULL on failure");
+    }
+
+    // A registration that itself starts inside the allocation, off the page:
+    // its offsets count from where it starts.
+    let (res, sub) = api.reg(r.coll, (dst.dev_addr() + 0x1240) as P, 0x2000, NCCL_PTR_CUDA);
+    assert_eq!(res, OK, "regMrSym of a sub-range");
+    sync();
+    let q = api.put(ctx, 0, s, sm, 0x40, 0x10, sub, peer, 0);
+    assert_eq!(api.wait(r.coll, ctx, q), OK, "a put into the sub-range");
+    let mut q = NULL;
+    let (res, l) = warns(|| api.iput(ctx, 0, 0, sm, 16, 0x2000 - 8, sub, peer, 0, &mut q));
+    expect_warn(
+        res,
+        NCCL_INVALID_ARGUMENT,
+        &l,
+        &["iput", "dstOff 8184 + size 16", "(8192 bytes)"],
+        "past the sub-range, inside the allocation",
+    );
+    sync();
+    for i in 0..0x40 {
+        want[0x1250 + i] = from(SRC_WIN + i);
+    }
+    same_bytes(&dst, &want, &format!("rank {me}: the sub-range registration (v{v})"));
+    sync();
+    for m in [sm, dm, gm, lm, sub] {
+        assert_eq!(api.dereg(r.coll, m), OK, "deregMrSym");
+    }
+    assert_eq!(api.destroy(ctx), OK);
+    sync();
 }

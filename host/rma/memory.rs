@@ -22,27 +22,34 @@ impl RmaMem {
     }
 
     /// [off, off+len) of the local registration: its address and lkey.
-    pub fn local(&self, off: u64, len: u64, what: &str) -> Result<(u64, u32)> {
-        check_range(off, len, self.window.size, what, "this rank's")?;
+    /// Offsets count from the address regMrSym was given, which is the start
+    /// of RCCL's symmetric allocation, not of a user window inside it: RCCL
+    /// adds the window's offset (NVIDIA/nccl@1e47331c
+    /// src/rma/rma_proxy_launch.cc:31-34; the GIN proxy's kernels,
+    /// src/include/nccl_device/impl/gin__funcs.h:23). `arg` names the offset
+    /// argument for the error.
+    pub fn local(&self, off: u64, len: u64, what: &str, arg: &str) -> Result<(u64, u32)> {
+        check_range(off, len, self.window.size, what, arg, "this rank's")?;
         Ok((self.window.local_addr() + off, self.window.lkey()))
     }
 
-    /// [off, off+len) of rank `rank`'s registration.
-    pub fn remote(&self, rank: u32, off: u64, len: u64, what: &str) -> Result<Remote> {
+    /// [off, off+len) of rank `rank`'s registration, counted from its start
+    /// as in [`RmaMem::local`].
+    pub fn remote(&self, rank: u32, off: u64, len: u64, what: &str, arg: &str) -> Result<Remote> {
         let r = self
             .window
             .remote(rank)
             .ok_or_else(|| Error::InvalidArgument(format!("rank {rank} out of range for {what}")))?;
-        check_range(off, len, r.size, what, &format!("rank {rank}'s"))?;
+        check_range(off, len, r.size, what, arg, &format!("rank {rank}'s"))?;
         Ok(Remote { addr: r.base + off, rkey: r.rkey })
     }
 }
 
-fn check_range(off: u64, len: u64, size: u64, what: &str, whose: &str) -> Result<()> {
+fn check_range(off: u64, len: u64, size: u64, what: &str, arg: &str, whose: &str) -> Result<()> {
     match off.checked_add(len) {
         Some(end) if end <= size => Ok(()),
         _ => Err(Error::InvalidArgument(format!(
-            "{what}: offset {off} + size {len} is past the end of {whose} registration ({size} bytes)"
+            "{what}: {arg} {off} + size {len} is past the end of {whose} registration ({size} bytes)"
         ))),
     }
 }

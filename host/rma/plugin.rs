@@ -340,8 +340,8 @@ pub(crate) fn iput(
     let src = mem(&ctx, src_mhandle, "srcMhandle")?;
     let dst = mem(&ctx, dst_mhandle, "dstMhandle")?;
     let size = size as u64;
-    let local = src.local(src_off, size, "iput source")?;
-    let remote = dst.remote(rank, dst_off, size, "iput destination")?;
+    let local = src.local(src_off, size, "iput source", "srcOff")?;
+    let remote = dst.remote(rank, dst_off, size, "iput destination", "dstOff")?;
     let mut reqs = Vec::with_capacity(1);
     if size == 0 {
         // Nothing to move (a WRITE of length 0 would mean 2 GiB to mlx5):
@@ -393,7 +393,7 @@ pub(crate) fn iput_signal(
         return Err(bad_arg!("signalMhandle is NULL"));
     }
     let sig = mem(&ctx, signal_mhandle, "signalMhandle")?;
-    let signal = sig.remote(rank, signal_off, 8, "iputSignal signal")?;
+    let signal = sig.remote(rank, signal_off, 8, "iputSignal signal", "signalOff")?;
     if signal.addr % 8 != 0 {
         return Err(bad_arg!("signal at offset {signal_off} of rank {rank}'s registration is not 8-byte aligned"));
     }
@@ -404,8 +404,8 @@ pub(crate) fn iput_signal(
     if size > 0 || !src_mhandle.is_null() || !dst_mhandle.is_null() {
         let src = mem(&ctx, src_mhandle, "srcMhandle")?;
         let dst = mem(&ctx, dst_mhandle, "dstMhandle")?;
-        let local = src.local(src_off, size, "iputSignal source")?;
-        let remote = dst.remote(rank, dst_off, size, "iputSignal destination")?;
+        let local = src.local(src_off, size, "iputSignal source", "srcOff")?;
+        let remote = dst.remote(rank, dst_off, size, "iputSignal destination", "dstOff")?;
         transfers(opcode::RDMA_WRITE, local, (remote.addr, remote.rkey), size, 0, &mut reqs);
     }
     reqs.push(fetch_add(ctx.sink(), signal.addr, signal.rkey, add, req_flags::SIGNALED));
@@ -434,8 +434,8 @@ pub(crate) fn iget(
     let remote_m = mem(&ctx, remote_mhandle, "remoteMhandle")?;
     let local_m = mem(&ctx, local_mhandle, "localMhandle")?;
     let size = size as u64;
-    let remote = remote_m.remote(rank, remote_off, size, "iget source")?;
-    let local = local_m.local(local_off, size, "iget destination")?;
+    let remote = remote_m.remote(rank, remote_off, size, "iget source", "remoteOff")?;
+    let local = local_m.local(local_off, size, "iget destination", "localOff")?;
     let mut reqs = Vec::with_capacity(1);
     if size == 0 {
         reqs.push(ctx.empty_request(qi));
