@@ -536,6 +536,7 @@ const FAMILY_TESTS: &[&str] = &[
     "aggregated_requests_time_from_their_doorbell_and_never_stall_a_full_queue",
     "a_full_queue_in_proxy_mode_gets_room_by_driving_the_nic",
     "offsets_count_from_the_registered_allocation_not_the_window_inside_it",
+    "a_burst_past_the_queue_depth_is_queued_in_order_and_never_refused",
 ];
 
 #[test]
@@ -2015,11 +2016,12 @@ fn short_timeout_child_body() {
 const FULL_QUEUE_CHILD: &str = "RUST_GIN_RMA_FULL_QUEUE_CHILD";
 
 /// A burst three rings long, nothing tested in between, on a NIC that moves
-/// only when the proxy drives it: each post that finds the ring full waits
-/// for room by driving the NIC itself, and never leaves the device
-/// producer's own credit wait to spin where nothing drives it. On ionic the
-/// ring's last WQE stays free (ionic/family.h kRingSlack): the plugin's room
-/// check must leave it too, or the post that fills it times out.
+/// only when the proxy drives it: the posts that find the ring full are
+/// queued, and go out as test and rmaProgress drive the NIC and room comes
+/// back; the device producer's own credit wait, which nothing would drive,
+/// is never entered. On ionic the ring's last WQE stays free (ionic/family.h
+/// kRingSlack): the plugin's room check must leave it too, or the post that
+/// fills it waits in the producer and times out.
 #[test]
 fn a_full_queue_in_proxy_mode_gets_room_by_driving_the_nic() {
     run_child("full_queue_child", FULL_QUEUE_CHILD, &[("RCCL_RUST_GIN_EMU_PROGRESS", "proxy")]);
@@ -2254,4 +2256,195 @@ fn window_offsets(api: Api, r: &Rank, sync: &dyn Fn()) {
     }
     assert_eq!(api.destroy(ctx), OK);
     sync();
+}
+
+// --- bursts past the queue's depth: queued, in order, never refused ---------------
+
+const BACKLOG_CHILD: &str = "RUST_GIN_RMA_BACKLOG_CHILD";
+
+/// Issue 24 (b), nccl#2119: a proxy whose iput fails for lack of room leaks
+/// the request and the GPU waits forever, and RCCL's proxy posts as many
+/// requests as its kernels hand it without testing in between. So a full
+/// queue must queue the request, not refuse it, and not hold the proxy
+/// thread until room comes back either. Rank 0 posts four queues' worth of
+/// puts (context 0) and two of put-with-signals (context 1) to each of ranks
+/// 1 and 2, interleaved, then a get and a flush behind them, with no test in
+/// between, while the peers' NICs execute nothing (proxy mode, their proxies
+/// busy elsewhere: what a congested or paused link does to a real one). Only
+/// then do the peers drive their NICs. Every call returns ncclSuccess at
+/// once; every request completes; per peer and context nothing overtakes:
+/// the overlapping puts leave exactly the bytes of a sequential replay, each
+/// signal arrives after its put's data, and the get, queued behind the
+/// puts, reads their final bytes.
+///
+/// Seen failing (2026-12-05): on the code before the backlog, put-with-signal
+/// 256 to rank 1 (its queue full with 256, two WQEs each) waited out the 20 s timeout
+/// for room and returned ncclTimeout; with the backlog drained newest first
+/// (planted in host/rma/context.rs, reverted), rank 1 saw signal 686 with
+/// the data of put 594; with each queued request's WQEs posted in reverse (the ATOMIC
+/// before the WRITE; planted, reverted), the watcher saw a signal before its
+/// data in 5 of 10 runs (a race it must catch in the middle of a NIC step).
+#[test]
+fn a_burst_past_the_queue_depth_is_queued_in_order_and_never_refused() {
+    run_child(
+        "backlog_child",
+        BACKLOG_CHILD,
+        &[("RCCL_RUST_GIN_EMU_PROGRESS", "proxy"), ("RCCL_RUST_GIN_QUEUE_DEPTH", "512")],
+    );
+}
+
+/// Put `i` of the burst: (bytes, first 8-byte slot). Lengths 8 to 32 at
+/// slots that walk by 7 over 61, so most puts overlap earlier ones.
+fn burst_put(i: usize) -> (usize, usize) {
+    (8 * (1 + i % 4), (i * 7) % 61)
+}
+
+#[test]
+#[ignore = "run by a_burst_past_the_queue_depth_is_queued_in_order_and_never_refused in a child process"]
+fn backlog_child() {
+    assert!(std::env::var(BACKLOG_CHILD).is_ok(), "backlog_child runs only as its parent's child");
+    on_family(3, backlog_child_body)
+}
+
+fn backlog_child_body() {
+    let api = Api::V16(harness().v16);
+    let n = 3;
+    let depth = 512;
+    let puts = 4 * depth; // one WQE each
+    let signals = 2 * depth; // a WRITE and an ATOMIC each
+    const SLOTS: usize = 64; // 8-byte slots the puts overwrite: bytes [0, 512)
+    // Signalled put j: SIGNALLED bytes whose last 8 hold j + 1, at DATA_AT.
+    // Long, so its last bytes land well after its first (several packets).
+    const SIGNALLED: usize = 16 * 1024;
+    const DATA_AT: usize = 1024;
+    const LAST: usize = DATA_AT + SIGNALLED - 8;
+    // The bytes a sequential replay of the puts leaves.
+    let mut replay = [0u64; SLOTS];
+    for i in 0..puts {
+        let (len, slot) = burst_put(i);
+        replay[slot..slot + len / 8].fill(i as u64);
+    }
+    let finished = std::sync::atomic::AtomicBool::new(false);
+    let ex = Exchange::new(n);
+    std::thread::scope(|s| {
+        for rank in 0..n {
+            let (ex, finished) = (ex.clone(), &finished);
+            s.spawn(move || {
+                let _broken_on_panic = ex.guard();
+                let r = open(api, rank, n, &ex);
+                let (res, ctx) = api.create_context(r.coll, 2, -1, 1);
+                assert_eq!(res, OK);
+                // Put i's source: its number 4 times. Signalled put j's: the
+                // SIGNALLED bytes that end with value j + 1 of a run of
+                // values 1, 2, ... (sources overlap).
+                let values = puts * 32 + SIGNALLED;
+                let src = buf(values + signals * 8);
+                for i in 0..puts {
+                    src.write(i * 32, &[(i as u64).to_ne_bytes(); 4].concat());
+                }
+                for j in 0..signals {
+                    src.write(values + j * 8, &(j as u64 + 1).to_ne_bytes());
+                }
+                let (dst, sig, got) = (buf(DATA_AT + SIGNALLED), buf(64), buf(4096));
+                for b in [&dst, &sig, &got] {
+                    b.write(0, &vec![0u8; b.len()]);
+                }
+                let sm = api.reg_ok(r.coll, &src, NCCL_PTR_CUDA);
+                let dm = api.reg_ok(r.coll, &dst, NCCL_PTR_CUDA);
+                let gm = api.reg_ok(r.coll, &sig, NCCL_PTR_CUDA);
+                let lm = api.reg_ok(r.coll, &got, NCCL_PTR_CUDA);
+                ex.barrier();
+                let mut reqs = Vec::new();
+                let mut flush = NULL;
+                if rank == 0 {
+                    for i in 0..puts {
+                        // RCCL's hint on most, as when more GFDs wait.
+                        let flags = if i % 16 == 15 { 0 } else { AGG };
+                        for p in 1..n as u32 {
+                            let (len, slot) = burst_put(i);
+                            let mut q = NULL;
+                            let (res, l) =
+                                warns(|| api.iput(ctx, 0, (i * 32) as u64, sm, len, (slot * 8) as u64, dm, p, flags, &mut q));
+                            assert_eq!(res, OK, "put {i} to rank {p}: {l:?}");
+                            reqs.push(q);
+                            if i < signals {
+                                let op = if i % 2 == 0 { NCCL_NET_SIGNAL_OP_INC } else { NCCL_NET_SIGNAL_OP_ADD };
+                                let so = (values + (i + 1) * 8 - SIGNALLED) as u64;
+                                let (d, z) = (DATA_AT as u64, SIGNALLED);
+                                let mut q = NULL;
+                                let (res, l) =
+                                    warns(|| api.iput_signal(ctx, 1, so, sm, z, d, dm, p, 0, gm, 1, op, flags, &mut q));
+                                assert_eq!(res, OK, "put with signal {i} to rank {p}: {l:?}");
+                                reqs.push(q);
+                            }
+                        }
+                    }
+                    // Behind every put to rank 1 on context 0: a get of the slots, and a flush.
+                    let mut q = NULL;
+                    assert_eq!(api.iget(ctx, 0, 0, dm, SLOTS * 8, 0, lm, 1, 0, &mut q), OK, "iget behind the burst");
+                    reqs.push(q);
+                    assert_eq!(api.iflush(ctx, 0, gm, 1, &mut flush), OK, "iflush behind the burst");
+                }
+                // Only now do the peers' proxies run.
+                ex.barrier();
+                if rank == 0 {
+                    assert_eq!(api.wait(r.coll, ctx, flush), OK, "the flush");
+                    for (k, q) in reqs.into_iter().enumerate() {
+                        assert_eq!(api.wait(r.coll, ctx, q), OK, "request {k} of the burst");
+                    }
+                    let mut has = true;
+                    assert_eq!(api.query(ctx, &mut has), OK);
+                    assert!(!has, "queryLastError: no error");
+                    let mut g = vec![0u8; SLOTS * 8];
+                    got.read(0, &mut g);
+                    let g: Vec<u64> = g.chunks(8).map(|c| u64::from_ne_bytes(c.try_into().unwrap())).collect();
+                    assert_eq!(g, replay, "the get, queued behind the puts, reads their final bytes");
+                    finished.store(true, Ordering::Release);
+                } else {
+                    // The target: drives its NIC until rank 0 is done, while a
+                    // watcher sees the data of each signal it has seen, also
+                    // in the middle of a step of the NIC.
+                    let seen = |who: &str| {
+                        let s = sig.atomic_u64(0).load(Ordering::Acquire);
+                        let d = dst.atomic_u64(LAST).load(Ordering::Acquire);
+                        assert!(d >= s, "rank {rank} ({who}): signal {s} arrived before its data (the slot holds {d})");
+                    };
+                    std::thread::scope(|w| {
+                        w.spawn(|| {
+                            while !finished.load(Ordering::Acquire) {
+                                seen("watcher");
+                            }
+                        });
+                        let t = Instant::now();
+                        loop {
+                            let done = finished.load(Ordering::Acquire);
+                            assert_eq!(api.progress(ctx), OK);
+                            seen("between steps");
+                            if done {
+                                break;
+                            }
+                            assert!(t.elapsed() < Duration::from_secs(60), "rank {rank}: rank 0's burst never finished");
+                            std::thread::yield_now();
+                        }
+                    });
+                }
+                ex.barrier();
+                if rank != 0 {
+                    assert_eq!(sig.atomic_u64(0).load(Ordering::Acquire), signals as u64, "rank {rank}: every signal");
+                    let last = dst.atomic_u64(LAST).load(Ordering::Acquire);
+                    assert_eq!(last, signals as u64, "rank {rank}: the last signalled put");
+                    let mut b = vec![0u8; SLOTS * 8];
+                    dst.read(0, &mut b);
+                    let b: Vec<u64> = b.chunks(8).map(|c| u64::from_ne_bytes(c.try_into().unwrap())).collect();
+                    assert_eq!(b, replay, "rank {rank}: the puts' final bytes are a sequential replay's");
+                }
+                for m in [sm, dm, gm, lm] {
+                    assert_eq!(api.dereg(r.coll, m), OK);
+                }
+                assert_eq!(api.destroy(ctx), OK);
+                ex.barrier();
+                close(api, r);
+            });
+        }
+    });
 }

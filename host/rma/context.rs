@@ -17,6 +17,14 @@
 //! under the queue's lock, so a request's WQE indices are known: `first` is
 //! the reservation counter before posting and `target` the counter after.
 //!
+//! Backlog: a request that finds its queue full (or other requests already
+//! waiting on it) is queued in the queue's backlog, in order, and posted when
+//! room comes back, by the next call on that queue or test or rmaProgress.
+//! Refusing it would leak it in RCCL's proxy and stall the GPU (nccl#2119);
+//! waiting would hold the proxy thread. One request's WQEs (an iputSignal's
+//! WRITE and ATOMIC) are always posted together, so a signal never goes
+//! ahead of its data.
+//!
 //! Aggregation (ncclRmaOptFlagsAggregateRequests): the request is published
 //! without a doorbell (`post_deferred`) and its queue is remembered; the next
 //! non-aggregated request, iflush, test or rmaProgress on this context set
@@ -24,7 +32,7 @@
 //! before it, so compatible requests (same queue) share one.
 
 use super::memory::RmaMem;
-use crate::abi::{rust_gin_error, rust_gin_mlx5_request};
+use crate::abi::{rust_gin_error, rust_gin_mlx5_request, rust_gin_mlx5_sq_state};
 use crate::config::SignalModeKnob;
 use crate::device::{DeviceError, DeviceStatus};
 use crate::error::{Error, Result};
@@ -35,6 +43,7 @@ use crate::mlx5::wire::opcode;
 use crate::provider::{Access, MemoryRegion, NicFamily, QueueDescriptor, QueuePair};
 use crate::session::comm::CollComm;
 use crate::session::mesh::{PeerSet, QpMesh};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -105,8 +114,11 @@ pub struct Queue {
     sq: SendQueue,
     error: GpuBuf,
     qp: Box<dyn QueuePair>,
-    /// Serializes posting, so a request's WQE indices are known.
-    post: Mutex<()>,
+    /// Serializes posting, so a request's WQE indices are known; holds the
+    /// requests waiting for room.
+    post: Mutex<Backlog>,
+    /// The backlog is not empty (read without the lock by test and progress).
+    backlogged: AtomicBool,
     /// Published WQEs wait for a doorbell.
     deferred: AtomicBool,
     /// Ring slots the producer may fill (the depth less the family's slack).
@@ -133,6 +145,31 @@ impl Queue {
     fn failed(&self) -> bool {
         self.sq.state().failed != 0
     }
+
+    /// Room in the ring for `n` more WQEs, as the NIC has completed so far.
+    fn has_room(&self, n: u64) -> bool {
+        let st = self.sq.state();
+        st.resv - st.done + n <= self.depth
+    }
+}
+
+/// Requests of one queue waiting for room, oldest first.
+#[derive(Default)]
+struct Backlog {
+    waiting: VecDeque<Waiting>,
+    /// The queue's completion count when the backlog was last seen stuck, and
+    /// since when: waiting requests time out only when the NIC has completed
+    /// nothing on the queue for the timeout, not after a wait behind a long
+    /// but moving backlog.
+    stuck: Option<(u64, Instant)>,
+    /// Why posting from the backlog failed, for the requests left in it.
+    refused: Option<String>,
+}
+
+struct Waiting {
+    reqs: Vec<rust_gin_mlx5_request>,
+    /// Filled with the WQEs [first, target) when posted.
+    at: Arc<OnceLock<(u64, u64)>>,
 }
 
 /// What a request is, for messages.
@@ -159,16 +196,32 @@ impl Op {
     }
 }
 
-/// A posted request: the WQEs [first, target) of one queue.
+/// A request: the WQEs [first, target) of one queue, once posted.
 pub struct Request {
     pub ctx: Arc<RmaContext>,
     pub queue: usize,
-    pub first: u64,
-    pub target: u64,
     pub op: Op,
+    wqes: Wqes,
     /// When its doorbell rang (the timeout's start): at post for a ringing
-    /// post; for an aggregated one, the first test after it, which rings.
+    /// post; for an aggregated or queued one, the first test that finds it
+    /// posted (which rings).
     rung: OnceLock<Instant>,
+}
+
+enum Wqes {
+    Posted(u64, u64),
+    /// In the queue's backlog; the backlog fills it when it posts.
+    Queued(Arc<OnceLock<(u64, u64)>>),
+}
+
+impl Request {
+    /// [first, target) of its queue, None while it waits in the backlog.
+    fn wqes(&self) -> Option<(u64, u64)> {
+        match &self.wqes {
+            Wqes::Posted(first, target) => Some((*first, *target)),
+            Wqes::Queued(at) => at.get().copied(),
+        }
+    }
 }
 
 pub struct RmaContext {
@@ -275,7 +328,8 @@ impl RmaContext {
                 sq,
                 error,
                 qp,
-                post: Mutex::new(()),
+                post: Mutex::new(Backlog::default()),
+                backlogged: AtomicBool::new(false),
                 deferred: AtomicBool::new(false),
                 depth,
                 landing,
@@ -386,8 +440,10 @@ impl RmaContext {
         Ok(())
     }
 
-    /// Posts `reqs` (the last asks for a CQE) to queue `qi`; returns the
-    /// request. With `aggregate`, no doorbell now.
+    /// Posts `reqs` (the last asks for a CQE) to queue `qi`, or queues them
+    /// behind the queue's backlog when there is no room; returns the request.
+    /// With `aggregate`, no doorbell now. Errors are permanent only: bad
+    /// input, a failed queue.
     pub fn post(
         self: &Arc<Self>,
         qi: usize,
@@ -397,16 +453,52 @@ impl RmaContext {
     ) -> Result<Request> {
         let q = &self.queues[qi];
         let n = reqs.len() as u64;
-        let (first, target, newly_deferred) = {
-            let _g = q.post.lock().unwrap_or_else(|e| e.into_inner());
-            self.ensure_room(q, n)?;
-            let first = q.sq.state().resv;
-            let r = if aggregate { q.sq.post_deferred(reqs) } else { q.sq.post(reqs) };
-            r.map_err(|s| self.post_error(q, op, s))?;
-            // A ringing post rings everything published on the queue before it.
-            let was = q.deferred.swap(aggregate, Ordering::Relaxed);
-            (first, first + n, aggregate && !was)
+        if n > q.depth {
+            // Never fits, however long it waits.
+            return Err(Error::InvalidArgument(format!(
+                "{}: size takes {n} WQEs (one per {} bytes), more than the {} the queue to rank {} holds",
+                op.name(),
+                super::plugin::MAX_CHUNK,
+                q.depth,
+                q.peer
+            )));
+        }
+        let (wqes, newly_deferred) = {
+            let mut b = q.post.lock().unwrap_or_else(|e| e.into_inner());
+            // Older requests first: nothing overtakes the backlog.
+            self.drain(q, &mut b);
+            let mut st = q.sq.state();
+            if st.failed != 0 {
+                return Err(self.queue_failure(q, op.name()));
+            }
+            let room = |st: &rust_gin_mlx5_sq_state| st.resv - st.done + n <= q.depth;
+            if b.waiting.is_empty() && !room(&st) {
+                let _ = q.sq.poll();
+                st = q.sq.state();
+            }
+            if b.waiting.is_empty() && room(&st) {
+                // Only this thread, under the lock, moves resv.
+                let first = st.resv;
+                let r = if aggregate { q.sq.post_deferred(reqs) } else { q.sq.post(reqs) };
+                r.map_err(|s| self.post_error(q, op, s))?;
+                // A ringing post rings everything published on the queue before it.
+                let was = q.deferred.swap(aggregate, Ordering::Relaxed);
+                (Wqes::Posted(first, first + n), aggregate && !was)
+            } else {
+                // Room comes back only for WQEs the NIC was told about.
+                if q.deferred.swap(false, Ordering::Relaxed) {
+                    q.sq.ring();
+                }
+                let at = Arc::new(OnceLock::new());
+                b.waiting.push_back(Waiting { reqs: reqs.to_vec(), at: at.clone() });
+                if b.stuck.is_none() {
+                    b.stuck = Some((q.sq.state().done, Instant::now()));
+                }
+                q.backlogged.store(true, Ordering::Release);
+                (Wqes::Queued(at), false)
+            }
         };
+        let posted_now = matches!(wqes, Wqes::Posted(..));
         if newly_deferred {
             self.pending.lock().unwrap_or_else(|e| e.into_inner()).push(qi);
             self.any_pending.store(true, Ordering::Release);
@@ -414,10 +506,10 @@ impl RmaContext {
             self.ring_pending();
         }
         let rung = OnceLock::new();
-        if !aggregate {
+        if posted_now && !aggregate {
             let _ = rung.set(Instant::now());
         }
-        Ok(Request { ctx: self.clone(), queue: qi, first, target, op, rung })
+        Ok(Request { ctx: self.clone(), queue: qi, op, wqes, rung })
     }
 
     /// Rings every queue holding published, unrung WQEs.
@@ -440,46 +532,56 @@ impl RmaContext {
         }
     }
 
-    /// Waits (bounded) until the queue has room for `n` more WQEBBs, polling
-    /// completions and driving a NIC that needs it; the device producer's own
-    /// credit wait would not drive the emulated NIC in proxy mode.
-    fn ensure_room(&self, q: &Queue, n: u64) -> Result<()> {
-        let has_room = || {
-            let st = q.sq.state();
-            st.resv - st.done + n <= q.depth
-        };
-        if has_room() {
-            return Ok(());
+    /// Posts what the backlog of `q` holds, oldest first, as far as room
+    /// allows, under one doorbell: the hints were for requests now all known
+    /// (the caller holds the post lock).
+    fn drain(&self, q: &Queue, b: &mut Backlog) {
+        if b.waiting.is_empty() {
+            return;
         }
-        // Room comes back only for WQEs the NIC was told about: ring what
-        // aggregation held back (the caller holds the post lock).
-        if q.deferred.swap(false, Ordering::Relaxed) {
+        let _ = q.sq.poll();
+        if q.failed() {
+            // Nothing more goes out; test reports the failure to each.
+            b.waiting.clear();
+            q.backlogged.store(false, Ordering::Release);
+            return;
+        }
+        let mut posted = false;
+        while let Some(w) = b.waiting.front() {
+            let n = w.reqs.len() as u64;
+            if !q.has_room(n) {
+                break;
+            }
+            let first = q.sq.state().resv;
+            if let Err(s) = q.sq.post_deferred(&w.reqs) {
+                b.refused = Some(format!("posting from the backlog to QP {:#x} returned {s:?}", q.qpn()));
+                b.waiting.clear();
+                break;
+            }
+            let _ = w.at.set((first, first + n));
+            b.waiting.pop_front();
+            posted = true;
+        }
+        // One doorbell for what was posted and anything held before it.
+        if posted | q.deferred.swap(false, Ordering::Relaxed) {
             q.sq.ring();
         }
-        let start = Instant::now();
-        loop {
-            let _ = q.sq.poll();
-            if q.failed() {
-                return Err(self.queue_failure(q, "the queue failed while waiting for room"));
+        if b.waiting.is_empty() {
+            b.stuck = None;
+            q.backlogged.store(false, Ordering::Release);
+        } else {
+            let done = q.sq.state().done;
+            if posted || b.stuck.is_none_or(|(d, _)| d != done) {
+                b.stuck = Some((done, Instant::now()));
             }
-            if has_room() {
-                return Ok(());
-            }
-            if self.coll.nic.needs_progress() {
-                self.drive_nic();
-            }
-            if start.elapsed() > self.timeout {
-                let msg = format!(
-                    "no room on the queue to rank {} (context {}, QP {:#x}) within {} ms: the NIC completes nothing",
-                    q.peer,
-                    q.context,
-                    q.qpn(),
-                    self.timeout.as_millis()
-                );
-                self.host_errors.lock().unwrap_or_else(|e| e.into_inner()).push(msg.clone());
-                return Err(Error::Timeout(msg));
-            }
-            std::thread::yield_now();
+        }
+    }
+
+    /// Drains the backlog of `q`, if it has one.
+    fn drain_queue(&self, q: &Queue) {
+        if q.backlogged.load(Ordering::Acquire) {
+            let mut b = q.post.lock().unwrap_or_else(|e| e.into_inner());
+            self.drain(q, &mut b);
         }
     }
 
@@ -508,6 +610,10 @@ impl RmaContext {
     pub fn test(&self, req: &Request) -> Result<bool> {
         self.ring_pending();
         let q = &self.queues[req.queue];
+        self.drain_queue(q);
+        let Some((first, target)) = req.wqes() else {
+            return self.still_waiting(q, req);
+        };
         // An error CQE is recorded in the queue's error record; read below.
         let _ = q.sq.poll();
         let st = q.sq.state();
@@ -516,16 +622,16 @@ impl RmaContext {
             if let Some(e) = e.filter(|e| e.code == crate::abi::RUST_GIN_ERR_CQE) {
                 // The first error's WQE index, extended next to this request's
                 // last WQE (outstanding WQEs span less than 2^15).
-                let last = req.target - 1;
+                let last = target - 1;
                 let d = (e.wqe_index as u16).wrapping_sub(last as u16) as i16 as i64;
                 let failed_at = last as i64 + d;
-                if failed_at > last as i64 && st.done >= req.target {
+                if failed_at > last as i64 && st.done >= target {
                     return Ok(true); // completed before the failure
                 }
             }
             return Err(self.queue_failure(q, req.op.name()));
         }
-        if st.done >= req.target {
+        if st.done >= target {
             return Ok(true);
         }
         // ring_pending above rang the request if it waited for a doorbell.
@@ -536,8 +642,8 @@ impl RmaContext {
                 q.peer,
                 q.context,
                 q.qpn(),
-                req.first,
-                req.target,
+                first,
+                target,
                 self.timeout.as_millis(),
                 st.done
             );
@@ -547,19 +653,58 @@ impl RmaContext {
         Ok(false)
     }
 
+    /// test of a request still in the backlog: an error once its queue
+    /// failed, or completed nothing for the timeout while it waited.
+    fn still_waiting(&self, q: &Queue, req: &Request) -> Result<bool> {
+        if q.failed() {
+            return Err(self.queue_failure(q, req.op.name()));
+        }
+        let Wqes::Queued(at) = &req.wqes else { return Ok(false) };
+        let mut b = q.post.lock().unwrap_or_else(|e| e.into_inner());
+        if at.get().is_some() {
+            return Ok(false); // posted meanwhile; the next test follows it
+        }
+        if let Some(why) = &b.refused {
+            return Err(Error::Internal(format!("{} to rank {} (context {}): {why}", req.op.name(), q.peer, q.context)));
+        }
+        let Some((done, since)) = b.stuck.filter(|(_, since)| since.elapsed() > self.timeout) else {
+            return Ok(false);
+        };
+        let msg = format!(
+            "{} to rank {} (context {}, QP {:#x}) waited for room with {} request(s) queued, and the queue \
+             completed nothing for {} ms (completed up to {done})",
+            req.op.name(),
+            q.peer,
+            q.context,
+            q.qpn(),
+            b.waiting.len(),
+            since.elapsed().as_millis()
+        );
+        // Failed: its WQEs never go out.
+        b.waiting.retain(|w| !Arc::ptr_eq(&w.at, at));
+        drop(b);
+        self.host_errors.lock().unwrap_or_else(|e| e.into_inner()).push(msg.clone());
+        Err(Error::Timeout(msg))
+    }
+
     fn drive_nic(&self) {
         let _g = self.progress_lock.lock().unwrap_or_else(|e| e.into_inner());
         self.coll.nic.progress();
     }
 
     /// rmaProgress: rings what aggregation left unrung, drives a NIC that
-    /// needs it (the emulated NIC in proxy mode) and reaps completions.
+    /// needs it (the emulated NIC in proxy mode), reaps completions and posts
+    /// from backlogs.
     pub fn progress(&self) {
         self.ring_pending();
         if self.coll.nic.needs_progress() {
             self.drive_nic();
         }
         for q in &self.queues {
+            if q.backlogged.load(Ordering::Acquire) {
+                self.drain_queue(q);
+                continue;
+            }
             let st = q.sq.state();
             if st.resv != st.done && st.failed == 0 {
                 let _ = q.sq.poll();
