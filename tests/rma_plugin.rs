@@ -537,6 +537,7 @@ const FAMILY_TESTS: &[&str] = &[
     "a_full_queue_in_proxy_mode_gets_room_by_driving_the_nic",
     "offsets_count_from_the_registered_allocation_not_the_window_inside_it",
     "a_burst_past_the_queue_depth_is_queued_in_order_and_never_refused",
+    "queued_requests_still_fail_on_a_stuck_or_failed_queue",
 ];
 
 #[test]
@@ -2440,6 +2441,156 @@ fn backlog_child_body() {
                 }
                 for m in [sm, dm, gm, lm] {
                     assert_eq!(api.dereg(r.coll, m), OK);
+                }
+                assert_eq!(api.destroy(ctx), OK);
+                ex.barrier();
+                close(api, r);
+            });
+        }
+    });
+}
+
+const STUCK_CHILD: &str = "RUST_GIN_RMA_STUCK_CHILD";
+
+/// Issue 24 (b), the other side: queueing covers only the lack of room.
+/// Requests queued on a queue whose NIC completes nothing for the timeout
+/// fail with ncclTimeout when tested (no test says "not done" forever), and
+/// requests queued on a queue that failed fail with ncclRemoteError; a new
+/// request on the failed queue is refused at once. Proxy mode, 300 ms
+/// timeout: rank 1's NIC first executes nothing while rank 0 overfills the
+/// queue of context 0 (stuck); then rank 1 deregisters a window, rank 0
+/// overfills context 1's queue with puts into it, and rank 1's NIC refuses
+/// the first (failed).
+///
+/// Seen failing (2026-12-05, each planted in host/rma/context.rs and
+/// reverted): without the backlog's stuck clock, the request queued on the
+/// stuck queue "never finished, with or without an error"; without the
+/// failed-queue check for a request still in the backlog, the one queued on
+/// the failed queue got ncclTimeout instead of ncclRemoteError.
+#[test]
+fn queued_requests_still_fail_on_a_stuck_or_failed_queue() {
+    run_child(
+        "stuck_child",
+        STUCK_CHILD,
+        &[
+            ("RCCL_RUST_GIN_EMU_PROGRESS", "proxy"),
+            ("RCCL_RUST_GIN_TIMEOUT_MS", "300"),
+            ("RCCL_RUST_GIN_QUEUE_DEPTH", "512"),
+        ],
+    );
+}
+
+#[test]
+#[ignore = "run by queued_requests_still_fail_on_a_stuck_or_failed_queue in a child process"]
+fn stuck_child() {
+    assert!(std::env::var(STUCK_CHILD).is_ok(), "stuck_child runs only as its parent's child");
+    on_family(2, stuck_child_body)
+}
+
+fn stuck_child_body() {
+    let api = Api::V16(harness().v16);
+    let n = 2;
+    let burst = 2 * 512;
+    let finished = std::sync::atomic::AtomicBool::new(false);
+    let ex = Exchange::new(n);
+    // test until not "not done"; returns test's result and its WARN lines.
+    let outcome = |api: Api, coll: P, ctx: P, q: P| {
+        let t = Instant::now();
+        loop {
+            let mut done = 0;
+            let (res, l) = warns(|| api.test(coll, q, &mut done));
+            if res != OK || done == 1 {
+                return (res, l);
+            }
+            assert_eq!(api.progress(ctx), OK);
+            assert!(t.elapsed() < Duration::from_secs(20), "the request never finished, with or without an error");
+            std::thread::yield_now();
+        }
+    };
+    std::thread::scope(|s| {
+        for rank in 0..n {
+            let (ex, finished) = (ex.clone(), &finished);
+            s.spawn(move || {
+                let _broken_on_panic = ex.guard();
+                let r = open(api, rank, n, &ex);
+                let (res, ctx) = api.create_context(r.coll, 2, -1, 1);
+                assert_eq!(res, OK);
+                let (src, dst, gone) = (buf(4096), buf(4096), buf(4096));
+                let sm = api.reg_ok(r.coll, &src, NCCL_PTR_CUDA);
+                let dm = api.reg_ok(r.coll, &dst, NCCL_PTR_CUDA);
+                let gm = api.reg_ok(r.coll, &gone, NCCL_PTR_CUDA);
+                ex.barrier();
+                // Stuck: rank 1's NIC executes nothing.
+                if rank == 0 {
+                    let t = Instant::now();
+                    let reqs: Vec<P> = (0..burst).map(|i| api.put(ctx, 0, 0, sm, 8, (i % 512) * 8, dm, 1, 0)).collect();
+                    let (res, l) = outcome(api, r.coll, ctx, reqs[burst as usize - 1]);
+                    expect_warn(
+                        res,
+                        NCCL_TIMEOUT,
+                        &l,
+                        &["test", "iput", "rank 1", "waited for room", "completed nothing"],
+                        "a request queued on a stuck queue",
+                    );
+                    assert!(t.elapsed() >= Duration::from_millis(300), "it failed only after the timeout");
+                    let (res, l) = outcome(api, r.coll, ctx, reqs[0]);
+                    expect_warn(
+                        res,
+                        NCCL_TIMEOUT,
+                        &l,
+                        &["test", "iput", "not complete after 300 ms"],
+                        "the request the NIC never completed",
+                    );
+                }
+                ex.barrier();
+                // Failed: rank 1's window is gone when rank 0's puts arrive.
+                if rank == 1 {
+                    assert_eq!(api.dereg(r.coll, gm), OK);
+                }
+                ex.barrier();
+                if rank == 0 {
+                    let reqs: Vec<P> = (0..burst).map(|i| api.put(ctx, 1, 0, sm, 8, (i % 512) * 8, gm, 1, 0)).collect();
+                    ex.barrier();
+                    let (res, l) = outcome(api, r.coll, ctx, reqs[burst as usize - 1]);
+                    expect_warn(
+                        res,
+                        NCCL_REMOTE_ERROR,
+                        &l,
+                        &["test", "iput", "rank 1", "failed"],
+                        "a request queued on a failed queue",
+                    );
+                    let (res, l) = outcome(api, r.coll, ctx, reqs[0]);
+                    expect_warn(
+                        res,
+                        NCCL_REMOTE_ERROR,
+                        &l,
+                        &["test", "iput", "rank 1", remote_access_error().1],
+                        "the request the NIC refused",
+                    );
+                    let mut q = NULL;
+                    let (res, l) = warns(|| api.iput(ctx, 1, 0, sm, 8, 0, gm, 1, 0, &mut q));
+                    expect_warn(
+                        res,
+                        NCCL_REMOTE_ERROR,
+                        &l,
+                        &["iput", "queue to rank 1", "failed"],
+                        "a new request on the failed queue",
+                    );
+                    finished.store(true, Ordering::Release);
+                } else {
+                    ex.barrier();
+                    let t = Instant::now();
+                    while !finished.load(Ordering::Acquire) {
+                        assert_eq!(api.progress(ctx), OK);
+                        assert!(t.elapsed() < Duration::from_secs(30), "rank 0 never finished");
+                        std::thread::yield_now();
+                    }
+                }
+                ex.barrier();
+                assert_eq!(api.dereg(r.coll, sm), OK);
+                assert_eq!(api.dereg(r.coll, dm), OK);
+                if rank == 0 {
+                    assert_eq!(api.dereg(r.coll, gm), OK);
                 }
                 assert_eq!(api.destroy(ctx), OK);
                 ex.barrier();
