@@ -404,7 +404,7 @@ fn series_adds_gin_type_8_and_raises_max_types_to_9() {
     let dl = build.file("projects/rccl/cmake/DeviceLinker.cmake").added().join("\n");
     assert!(dl.contains("librccl_rust_gin_device_${DL_GPU_TARGET}.bc"), "DeviceLinker: per-arch bitcode");
     let install = patch(&all, "0006").file("projects/rccl/install.sh").added().join("\n");
-    assert!(install.contains("-DENABLE_RUST_GIN=ON") && install.contains("\"--rust-gin\""), "install.sh --rust-gin");
+    assert!(install.contains("-DENABLE_RUST_GIN=ON") && install.contains("--rust-gin) build_rust_gin=true"), "install.sh --rust-gin");
 }
 
 #[test]
@@ -1360,6 +1360,41 @@ fn install_sh_rust_gin_keeps_a_source_dir_with_spaces_whole() {
         assert!(cmake.contains("if(RUST_GIN_SOURCE_DIR_FROM_ENV AND NOT \"$ENV{RUST_GIN_SOURCE_DIR}\" STREQUAL \"\")"));
         assert!(cmake.contains("\" FORCE)") && cmake.contains("unset(RUST_GIN_SOURCE_DIR_FROM_ENV CACHE)"));
     }
+}
+
+/// 0006 takes `--rust-gin` out of the arguments only where getopt would read
+/// an option: as the value of `--prefix`, `--jobs`, `-j` (alone or ending a
+/// cluster), `--amdgpu_targets` or `--cmake-options`, and after `--`, it is
+/// an argument and stays. Seen failing before the fix: `--prefix --rust-gin`
+/// lost its value and turned rust-gin on.
+#[test]
+fn install_sh_keeps_rust_gin_where_it_is_the_value_of_another_option() {
+    let all = series();
+    let p = patch(&all, "0006");
+    let install = p.file("projects/rccl/install.sh");
+    let parse: Vec<&str> = install
+        .hunks
+        .iter()
+        .filter(|h| h.lines.iter().any(|l| l.contains("rust_gin_args")))
+        .flat_map(|h| h.lines.iter().filter_map(|l| l.strip_prefix('+')))
+        .collect();
+    assert!(!parse.is_empty(), "0006 has no argument-parsing hunk");
+    let run = |args: &[&str]| -> (bool, Vec<String>) {
+        let script = format!("{}
+echo \"BUILD=${{build_rust_gin}}\"\nprintf 'REST %s\\n' \"$@\"\n", parse.join("\n"));
+        let out = Command::new("bash").arg("-c").arg(&script).arg("install.sh").args(args).output().unwrap();
+        let got = text(&out);
+        assert!(out.status.success(), "{got}");
+        let rest = got.lines().filter_map(|l| l.strip_prefix("REST ")).map(str::to_string).collect();
+        (got.contains("BUILD=true"), rest)
+    };
+    let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(run(&["--rust-gin", "--prefix", "/opt/x"]), (true, v(&["--prefix", "/opt/x"])));
+    assert_eq!(run(&["--prefix", "--rust-gin"]), (false, v(&["--prefix", "--rust-gin"])));
+    assert_eq!(run(&["--cmake-options", "--rust-gin", "--rust-gin"]), (true, v(&["--cmake-options", "--rust-gin"])));
+    assert_eq!(run(&["-cj", "--rust-gin"]), (false, v(&["-cj", "--rust-gin"])));
+    assert_eq!(run(&["-j8", "--rust-gin"]), (true, v(&["-j8"])));
+    assert_eq!(run(&["--", "--rust-gin"]), (false, v(&["--", "--rust-gin"])));
 }
 
 /// Patch 0003's gin.cc lines compiled against three stand-ins of RCCL's GIN
