@@ -1269,7 +1269,14 @@ fn device_linker_gives_rust_gin_bitcode_wherever_rocshmem_gin_bitcode_goes() {
     let per_kernel = &code[from..to].join("\n");
     for needle in [
         "if(ENABLE_ROCSHMEM_GIN AND ROCSHMEM_INSTALL_DIR)",
-        "COMMAND ${_rg_llvm_link} -o ${_rg_both_bc} ${_rocshmem_bc} ${_rg_kernel_bc}",
+        "COMMAND ${_rg_llvm_link} -o ${_rg_both_bc}.new ${_rocshmem_bc} ${_rg_kernel_bc}",
+        // Re-joined at every build, after rocSHMEM's build where it is in tree
+        // (issue 27: a parallel build joined too early, and a rebuilt rocSHMEM
+        // bitcode was never joined again).
+        "COMMAND ${CMAKE_COMMAND} -E copy_if_different ${_rg_both_bc}.new ${_rg_both_bc}",
+        "add_dependencies(dl_rust_gin_kernel_bc_${DL_GPU_TARGET} rust_gin_build)",
+        "if(TARGET rocshmem_static)",
+        "add_dependencies(dl_rust_gin_kernel_bc_${DL_GPU_TARGET} rocshmem_static)",
         "list(FILTER _rg_dev_opts EXCLUDE REGEX \"^--rocshmem-bitcode=\")",
         "set(_rg_kernel_bc ${_rg_both_bc})",
     ] {
