@@ -180,6 +180,18 @@ ncclResult_t waitRollingLessEq(ncclGinOffsetPtr ref, uint64_t least, int bits, c
   }
 }
 
+// Which overload a method calls: the one without a timeout for UINT64_MAX
+// (rccl_caller.h), else the one with.
+template <typename Progress = NoProgress>
+ncclResult_t waitEitherOverload(ncclGinOffsetPtr ref, uint64_t least, int bits, uint32_t* abortFlag,
+                                uint64_t timeout_cycles, bool* left_by_abort, Progress progress = Progress()) {
+  if (timeout_cycles == UINT64_MAX)
+    return waitRollingLessEq<false>(ref, least, bits, cuda::memory_order_acquire, abortFlag, 0, left_by_abort,
+                                    progress);
+  return waitRollingLessEq<true>(ref, least, bits, cuda::memory_order_acquire, abortFlag, timeout_cycles,
+                                 left_by_abort, progress);
+}
+
 // --- ncclGin ------------------------------------------------------------------
 
 struct Window {
@@ -430,12 +442,8 @@ int rust_gin_rccl_wait_signal(const rust_gin_rccl_comm* comm, uint32_t context, 
   coop.sync();
   if (coop.thread_rank() == 0) {
     const ncclGinOffsetPtr sig = ncclGinCall<ncclGinApi_GetSignalPtr>(gin._makeCtx(), signal);
-    const WaitProgress progress = signalProgress(gin._makeCtx(), signal);  // PATCH
-    ret = timeout_cycles == UINT64_MAX
-              ? waitRollingLessEq<false>(sig, least, bits, cuda::memory_order_acquire, comm->abort_flag, 0, &aborted,
-                                         progress)
-              : waitRollingLessEq<true>(sig, least, bits, cuda::memory_order_acquire, comm->abort_flag,
-                                        timeout_cycles, &aborted, progress);
+    ret = waitEitherOverload(sig, least, bits, comm->abort_flag, timeout_cycles, &aborted,
+                             signalProgress(gin._makeCtx(), signal));  // PATCH
   }
   coop.sync();
   return aborted ? RUST_GIN_RCCL_LEFT_BY_ABORT : ret;
@@ -453,11 +461,7 @@ int rust_gin_rccl_wait_va_signal(const rust_gin_rccl_comm* comm, uint32_t, rust_
   coop.sync();
   if (coop.thread_rank() == 0) {
     uint64_t* ptr = reinterpret_cast<uint64_t*>(static_cast<char*>(window->local) + offset);
-    ret = timeout_cycles == UINT64_MAX
-              ? waitRollingLessEq<false>({ptr, 0}, least, bits, cuda::memory_order_acquire, comm->abort_flag, 0,
-                                         &aborted)
-              : waitRollingLessEq<true>({ptr, 0}, least, bits, cuda::memory_order_acquire, comm->abort_flag,
-                                        timeout_cycles, &aborted);
+    ret = waitEitherOverload({ptr, 0}, least, bits, comm->abort_flag, timeout_cycles, &aborted);
   }
   coop.sync();
   return aborted ? RUST_GIN_RCCL_LEFT_BY_ABORT : ret;
@@ -546,12 +550,8 @@ int rust_gin_rccl_wait_counter(const rust_gin_rccl_comm* comm, uint32_t context,
   coop.sync();
   if (coop.thread_rank() == 0) {
     const ncclGinOffsetPtr ctr = ncclGinCall<ncclGinApi_GetCounterPtr>(gin._makeCtx(), counter);
-    const WaitProgress progress = counterProgress(gin._makeCtx(), counter);  // PATCH
-    ret = timeout_cycles == UINT64_MAX
-              ? waitRollingLessEq<false>(ctr, least, bits, cuda::memory_order_acquire, comm->abort_flag, 0, &aborted,
-                                         progress)
-              : waitRollingLessEq<true>(ctr, least, bits, cuda::memory_order_acquire, comm->abort_flag,
-                                        timeout_cycles, &aborted, progress);
+    ret = waitEitherOverload(ctr, least, bits, comm->abort_flag, timeout_cycles, &aborted,
+                             counterProgress(gin._makeCtx(), counter));  // PATCH
   }
   coop.sync();
   return aborted ? RUST_GIN_RCCL_LEFT_BY_ABORT : ret;
