@@ -3,7 +3,7 @@
 //! Packets between two nodes arrive in the order they were sent; loopback to
 //! the sending node works like any other destination.
 
-use super::packet::Packet;
+use super::packet::{Packet, WireError};
 use super::shm::{SendError, ShmWire};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,32 +15,6 @@ pub trait Stepper: Send + Sync {
     fn step(&self) -> bool;
     /// Wakes a polling thread, if any (a packet or doorbell arrived).
     fn wake(&self);
-}
-
-#[derive(Debug)]
-pub enum WireError {
-    UnknownNode(u32),
-    /// A shared-memory ring stayed full: the receiving process is stuck or gone.
-    Stalled { dst: u32, secs: u64 },
-    /// The node's process is gone.
-    PeerGone(u32),
-    /// A packet larger than the wire carries.
-    TooLarge { bytes: usize, max: usize },
-    Closed,
-}
-
-impl std::fmt::Display for WireError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            WireError::UnknownNode(n) => write!(f, "no emulated NIC with node id {n} on this fabric"),
-            WireError::Stalled { dst, secs } => {
-                write!(f, "the shared-memory wire to node {dst} stayed full for {secs} s (is that process alive?)")
-            }
-            WireError::PeerGone(n) => write!(f, "the process of node {n} is gone"),
-            WireError::TooLarge { bytes, max } => write!(f, "a packet of {bytes} bytes (the wire carries {max})"),
-            WireError::Closed => write!(f, "the fabric is closed"),
-        }
-    }
 }
 
 struct Node {

@@ -4,6 +4,34 @@
 use super::guarded::{self, Unmapped};
 use super::wqe::AtomicKind;
 
+/// Why the wire (the in-process fabric or a shared-memory ring) did not
+/// carry a packet.
+#[derive(Debug)]
+pub enum WireError {
+    UnknownNode(u32),
+    /// A shared-memory ring stayed full: the receiving process is stuck or gone.
+    Stalled { dst: u32, secs: u64 },
+    /// The node's process is gone.
+    PeerGone(u32),
+    /// A packet larger than the wire carries.
+    TooLarge { bytes: usize, max: usize },
+    Closed,
+}
+
+impl std::fmt::Display for WireError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WireError::UnknownNode(n) => write!(f, "no emulated NIC with node id {n} on this fabric"),
+            WireError::Stalled { dst, secs } => {
+                write!(f, "the shared-memory wire to node {dst} stayed full for {secs} s (is that process alive?)")
+            }
+            WireError::PeerGone(n) => write!(f, "the process of node {n} is gone"),
+            WireError::TooLarge { bytes, max } => write!(f, "a packet of {bytes} bytes (the wire carries {max})"),
+            WireError::Closed => write!(f, "the fabric is closed"),
+        }
+    }
+}
+
 /// A packet's payload: up to [`Payload::SMALL`] bytes travel in the packet
 /// itself (no allocation: 8-byte puts, signals), larger ones on the heap.
 #[derive(Clone)]

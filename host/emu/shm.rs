@@ -16,8 +16,7 @@
 //!   the mapping (and the exit hook) but neither detaches nor removes
 //!   anything when it exits or drops it.
 
-use super::fabric::WireError;
-use super::packet::Packet;
+use super::packet::{Packet, WireError};
 use std::ffi::CString;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;

@@ -44,9 +44,9 @@ use outbox::Outbox;
 use requester::land_posted;
 use completion::push_done;
 use crate::provider::counters::{CounterSnapshot, Counters};
-use super::fabric::{Fabric, Stepper, WireError};
+use super::fabric::{Fabric, Stepper};
 use super::mr::{Access, AccessError, MrTable, Region};
-use super::packet::{Body, Packet, Payload};
+use super::packet::{Body, Packet, Payload, WireError};
 use super::wqe::{self, AtomicKind, Fence, SgList, Sge, WqeOp};
 use crate::mlx5::wire::{self, cqe_opcode, syndrome, Cqe, CQE_SIZE, SEND_WQE_BB, SND_DBR, UAR_DB_OFFSET};
 // QP, CQ and UAR numbers are the NIC's own small integers: a fast hash.
