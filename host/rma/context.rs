@@ -50,6 +50,10 @@ use std::time::{Duration, Instant};
 
 pub const MAX_CONTEXTS: i32 = 64;
 
+/// Largest message of one RDMA WRITE or READ; bigger requests are split
+/// (the plugin's transfers, and the queue-depth check here).
+pub const MAX_CHUNK: u64 = 1 << 30;
+
 /// Where peers' 1-byte flush WRITEs land in the sink, on the families
 /// without a DUMP (bnxt_re, ionic): apart from the atomic result (0..8) and
 /// the flush byte the NIC reads ([`SINK_FLUSH_BYTE`]). Nobody reads it.
@@ -458,7 +462,7 @@ impl RmaContext {
             return Err(Error::InvalidArgument(format!(
                 "{}: size takes {n} WQEs (one per {} bytes), more than the {} the queue to rank {} holds",
                 op.name(),
-                super::plugin::MAX_CHUNK,
+                MAX_CHUNK,
                 q.depth,
                 q.peer
             )));

@@ -4,7 +4,7 @@
 //! not pass. Every function runs inside the boundary guard there and works on
 //! registry tokens, never on raw pointers RCCL hands back.
 
-use super::context::{fetch_add, rdma, req_flags, Op, Request, RmaContext, RmaSettings};
+use super::context::{fetch_add, rdma, req_flags, Op, Request, RmaContext, RmaSettings, MAX_CHUNK};
 use super::memory::RmaMem;
 use crate::config::Config;
 use crate::error::Result;
@@ -33,9 +33,6 @@ pub(crate) static REQUESTS: Registry<Request> = Registry::new(Kind::RmaRequest);
 /// the same queue.
 pub const MAX_RECVS: c_int = 8;
 
-/// Largest message of one RDMA WRITE or READ; bigger requests are split.
-pub const MAX_CHUNK: u64 = 1 << 30;
-
 // --- the provider -----------------------------------------------------------
 
 /// The provider RCCL_RUST_GIN_PROVIDER selects, opened for host-side posting:
@@ -49,7 +46,7 @@ pub fn select_provider(config: &Config) -> Result<Arc<dyn Provider>> {
 /// What the NIC behind a collComm counted (doorbells, WQEBBs, CQEs, ...),
 /// for diagnostics and benchmarks; None where the provider does not count
 /// (hardware, for now).
-pub fn nic_counters(coll_comm: *mut c_void) -> Result<Option<crate::provider::CounterSnapshot>> {
+pub fn nic_counters(coll_comm: *mut c_void) -> Result<Option<crate::nic::CounterSnapshot>> {
     Ok(SESSIONS.coll(coll_comm)?.nic.counters())
 }
 
