@@ -83,7 +83,7 @@ pub struct Config {
     pub emu_mtu: usize,
     pub emu_read_delay_us: u64,
     /// The NIC family the emulated NIC presents (its queue formats).
-    pub emu_family: crate::provider::NicFamily,
+    pub emu_family: crate::nic::NicFamily,
     pub nic_filter: Option<String>,
     pub ib_port: u8,
     pub gid_index: i32,
@@ -121,7 +121,7 @@ impl Default for Config {
             emu_threads: EmuThreads::Auto,
             emu_mtu: 4096,
             emu_read_delay_us: 0,
-            emu_family: crate::provider::NicFamily::Mlx5,
+            emu_family: crate::nic::NicFamily::Mlx5,
             nic_filter: None,
             ib_port: 1,
             gid_index: -1,
@@ -231,9 +231,9 @@ impl Config {
         }
         if let Some(v) = get("RCCL_RUST_GIN_EMU_FAMILY") {
             c.emu_family = match v.as_str() {
-                "mlx5" => crate::provider::NicFamily::Mlx5,
-                "bnxt_re" | "bnxt" => crate::provider::NicFamily::Bnxt,
-                "ionic" => crate::provider::NicFamily::Ionic,
+                "mlx5" => crate::nic::NicFamily::Mlx5,
+                "bnxt_re" | "bnxt" => crate::nic::NicFamily::Bnxt,
+                "ionic" => crate::nic::NicFamily::Ionic,
                 _ => {
                     return Err(Error::InvalidArgument(format!(
                         "RCCL_RUST_GIN_EMU_FAMILY={v:?}: use mlx5, bnxt_re or ionic"

@@ -134,7 +134,7 @@ impl std::fmt::Display for Peer {
 pub struct DeviceError {
     /// The NIC family whose completion status `syndrome` is (the record
     /// does not say; its reader knows the queue's family).
-    pub family: crate::provider::NicFamily,
+    pub family: crate::nic::NicFamily,
     pub code: u32,
     pub peer: u32,
     pub qpn: u32,
@@ -164,19 +164,19 @@ impl DeviceError {
             expected: r.expected,
             observed: r.observed,
             count: r.count,
-            family: crate::provider::NicFamily::Mlx5,
+            family: crate::nic::NicFamily::Mlx5,
         })
     }
 
     /// The same error, its syndrome read as family `f`'s completion status.
-    pub fn on_family(mut self, f: crate::provider::NicFamily) -> Self {
+    pub fn on_family(mut self, f: crate::nic::NicFamily) -> Self {
         self.family = f;
         self
     }
 
     /// The name of the completion status in the family's own table.
     pub fn syndrome_name(&self) -> &'static str {
-        use crate::provider::NicFamily;
+        use crate::nic::NicFamily;
         match self.family {
             NicFamily::Mlx5 => crate::mlx5::wire::syndrome::name(self.syndrome),
             NicFamily::Bnxt => crate::bnxt::wire::status::name(self.syndrome),

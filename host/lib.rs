@@ -9,6 +9,8 @@
 //! Map of the crate:
 //! - [`gin`]: RCCL's GIN v14 vtable and the objects behind it.
 //! - [`provider`]: NICs behind one interface (mlx5 hardware, the emulated NIC).
+//! - [`nic`]: what the emulated NIC and the providers both say about a NIC (family,
+//!   access rights, resources, counters), below both.
 //! - [`rma`]: the RMA plugin RCCL's proxy GIN drives (ncclRmaPlugin_v13..v16).
 //! - [`session`]: what both plugins share below their vtables: instances, listen and
 //!   connect, properties, the queue-pair mesh, the tokens RCCL holds.
@@ -39,6 +41,7 @@ pub mod log;
 pub mod mapping;
 pub mod mem;
 pub mod mlx5;
+pub mod nic;
 pub mod oob;
 pub mod park;
 pub mod provider;

@@ -56,7 +56,7 @@ fn open(p: &Plugin, rank: i32, nranks: i32) -> Rank {
     Rank { rank, nranks, ctx, listen, coll: std::ptr::null_mut(), handle }
 }
 
-fn rail_snapshot(coll: *mut c_void) -> Vec<(String, rccl_rust_gin::provider::CounterSnapshot)> {
+fn rail_snapshot(coll: *mut c_void) -> Vec<(String, rccl_rust_gin::nic::CounterSnapshot)> {
     rccl_rust_gin::gin::vtable::rail_counters(coll)
         .expect("rail counters")
         .into_iter()

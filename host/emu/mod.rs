@@ -14,7 +14,7 @@
 //! - [`wqe`]: decoding a WQE from its bytes; [`mr`]: keys and access checks;
 //!   [`guarded`]: reading and writing registered memory that may have been
 //!   unmapped, as an error instead of a fault.
-//!   What it counts is the provider-neutral [`crate::provider::counters`].
+//!   What it counts is the provider-neutral [`crate::nic::counters`].
 
 pub mod doorbell;
 pub mod fabric;
@@ -27,7 +27,7 @@ pub mod queue;
 pub mod shm;
 pub mod wqe;
 
-pub use crate::provider::CounterSnapshot;
+pub use crate::nic::CounterSnapshot;
 pub use doorbell::HostDoorbell;
 pub use fabric::{Fabric, WeakFabric};
 pub use mr::{Access, Region};

@@ -1,7 +1,7 @@
 //! Memory regions of the emulated NIC: keys, access rights and bounds, as a
 //! ConnectX checks them.
 
-pub use crate::provider::Access;
+pub use crate::nic::Access;
 
 #[derive(Clone, Copy, Debug)]
 pub struct Region {

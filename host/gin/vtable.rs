@@ -52,7 +52,7 @@ unsafe extern "C" fn get_gin_properties(props: *mut NcclGinProperties) -> NcclRe
         let va = Config::from_env().map_or(true, |c| {
             use crate::config::{ProviderKind, SignalModeKnob};
             let no_atomics = matches!(c.provider, ProviderKind::Bnxt | ProviderKind::Ionic)
-                || (c.provider == ProviderKind::Emu && c.emu_family != crate::provider::NicFamily::Mlx5);
+                || (c.provider == ProviderKind::Emu && c.emu_family != crate::nic::NicFamily::Mlx5);
             match c.signal_mode {
                 SignalModeKnob::Write => false,
                 SignalModeKnob::Atomic => true,
@@ -323,7 +323,7 @@ pub static ncclGinRustPlugin_v15: NcclGinV15 = plugin_vtable_value!(NcclGinV15, 
 
 /// What each rail's NIC of a collComm counted, rail 0 first (tests and
 /// tools that hold a collComm token; docs/architecture.md, "Rails").
-pub fn rail_counters(coll_comm: *mut c_void) -> Result<Vec<(String, Option<crate::provider::CounterSnapshot>)>> {
+pub fn rail_counters(coll_comm: *mut c_void) -> Result<Vec<(String, Option<crate::nic::CounterSnapshot>)>> {
     Ok(SESSIONS.coll(coll_comm)?.rail_counters())
 }
 

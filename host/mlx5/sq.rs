@@ -8,7 +8,8 @@
 use crate::abi::{rust_gin_error, rust_gin_mlx5_request, rust_gin_mlx5_sq, rust_gin_mlx5_sq_state, rust_gin_nic_sq};
 use crate::device::{self, DeviceError, DeviceStatus};
 use crate::gpu::{Allocator, GpuBuf, Object};
-use crate::provider::{NicFamily, QueueDescriptor};
+use crate::nic::NicFamily;
+use crate::provider::QueueDescriptor;
 
 /// A queue descriptor in device-visible memory, plus the error record it
 /// reports into.

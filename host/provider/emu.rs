@@ -417,10 +417,10 @@ impl Nic for EmuDevice {
             qps_per_uar: Some(self.qps_per_uar),
         }
     }
-    fn counters(&self) -> Option<crate::provider::CounterSnapshot> {
+    fn counters(&self) -> Option<crate::nic::CounterSnapshot> {
         Some(self.nic.counters())
     }
-    fn resources(&self) -> Option<crate::provider::NicResources> {
+    fn resources(&self) -> Option<crate::nic::NicResources> {
         Some(self.nic.resources())
     }
 }

@@ -6,10 +6,8 @@
 //! - `bnxt` (Broadcom Thor2) and `ionic` (AMD Pollara) through their direct
 //!   verbs (host/provider/dv.rs, bnxt/, ionic/), chosen by the NIC's vendor.
 
-mod access;
 pub mod bnxt;
 pub mod caps;
-pub mod counters;
 pub mod dv;
 mod dv_sys;
 #[cfg(feature = "emu")]
@@ -17,10 +15,9 @@ pub mod emu;
 pub mod ionic;
 pub mod mlx5;
 
-pub use access::Access;
-pub use counters::CounterSnapshot;
+pub use crate::nic::{Access, CounterSnapshot, NicFamily, NicResources};
 
-use crate::abi::{rust_gin_mlx5_sq, rust_gin_nic_sq, RUST_GIN_FAMILY_BNXT, RUST_GIN_FAMILY_IONIC, RUST_GIN_FAMILY_MLX5};
+use crate::abi::{rust_gin_mlx5_sq, rust_gin_nic_sq};
 use crate::config::{Config, ProviderKind};
 use crate::error::{Error, Result};
 use crate::gpu::Allocator;
@@ -68,39 +65,6 @@ pub trait MemoryRegion: Send + Sync {
     }
 }
 
-/// The NIC family of a queue (abi/gin.h RUST_GIN_FAMILY_*): which WQE,
-/// doorbell and CQE formats the device code uses for it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NicFamily {
-    Mlx5,
-    Bnxt,
-    Ionic,
-}
-
-impl NicFamily {
-    /// The value of `rust_gin_context.family`.
-    pub fn abi(self) -> u32 {
-        match self {
-            NicFamily::Mlx5 => RUST_GIN_FAMILY_MLX5,
-            NicFamily::Bnxt => RUST_GIN_FAMILY_BNXT,
-            NicFamily::Ionic => RUST_GIN_FAMILY_IONIC,
-        }
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            NicFamily::Mlx5 => "mlx5",
-            NicFamily::Bnxt => "bnxt_re",
-            NicFamily::Ionic => "ionic",
-        }
-    }
-    /// Whether the GPU build of the device library serves this family
-    /// (build.rs: RUST_GIN_NIC_FAMILIES; the host build serves all).
-    pub fn in_gpu_build(self) -> bool {
-        let mask: u32 = env!("RUST_GIN_GPU_FAMILIES").parse().unwrap_or(1);
-        mask & (1 << self.abi()) != 0
-    }
-}
-
 /// The device-side descriptor of one queue, by family.
 #[derive(Clone, Copy, Debug)]
 pub enum QueueDescriptor {
@@ -143,18 +107,6 @@ pub trait QueuePair: Send + Sync {
     fn mlx5_memory(&self) -> Option<&crate::mlx5::queue::QueueMem> {
         None
     }
-}
-
-/// What a NIC holds, counted by the provider (gin-scale): objects, and the
-/// bytes of the rings it was given.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct NicResources {
-    pub qps: usize,
-    pub cqs: usize,
-    pub uar_pages: usize,
-    pub mrs: usize,
-    pub send_queue_bytes: usize,
-    pub completion_queue_bytes: usize,
 }
 
 /// A DC target (DCT): one per rank and NIC for a context set with the DC

@@ -114,7 +114,7 @@ impl Nic for RailSet {
         self.nics[0].kind()
     }
     /// Rail 0's (createContext refuses rails of different families).
-    fn family(&self) -> crate::provider::NicFamily {
+    fn family(&self) -> crate::nic::NicFamily {
         self.nics[0].family()
     }
     /// Rail 0's, named after every rail, with what all rails support.

@@ -220,15 +220,15 @@ fn run(args: Args) -> Result<(), String> {
         TransportArg::Dc => rccl_rust_gin::config::Transport::Dc,
     };
     config.emu_family = match args.family {
-        FamilyArg::Mlx5 => rccl_rust_gin::provider::NicFamily::Mlx5,
-        FamilyArg::Bnxt => rccl_rust_gin::provider::NicFamily::Bnxt,
-        FamilyArg::Ionic => rccl_rust_gin::provider::NicFamily::Ionic,
+        FamilyArg::Mlx5 => rccl_rust_gin::nic::NicFamily::Mlx5,
+        FamilyArg::Bnxt => rccl_rust_gin::nic::NicFamily::Bnxt,
+        FamilyArg::Ionic => rccl_rust_gin::nic::NicFamily::Ionic,
     };
     // The proxy path's RMA plugin reads it from the environment, as the
     // provider below.
     // SAFETY: no other thread of this process exists yet.
     unsafe { std::env::set_var("RCCL_RUST_GIN_EMU_FAMILY", config.emu_family.name()) };
-    if config.emu_family != rccl_rust_gin::provider::NicFamily::Mlx5 {
+    if config.emu_family != rccl_rust_gin::nic::NicFamily::Mlx5 {
         // The RMA plugin's signals are remote atomics, which it refuses on
         // NICs without them (docs/rma-plugin.md); the emulated NIC executes
         // them in any family, so the proxy path runs with them asked for.
@@ -347,7 +347,7 @@ fn run(args: Args) -> Result<(), String> {
     if config.rails > 1 {
         lane_desc += &format!("; {} rails (NICs per rank) on the direct path", config.rails);
     }
-    if config.emu_family != rccl_rust_gin::provider::NicFamily::Mlx5 && emulated {
+    if config.emu_family != rccl_rust_gin::nic::NicFamily::Mlx5 && emulated {
         lane_desc += &format!("; emulated NICs present {}", config.emu_family.name());
     }
     if config.signal_mode != SignalModeKnob::Auto {

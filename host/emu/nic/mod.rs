@@ -43,7 +43,7 @@ use dma::*;
 use outbox::Outbox;
 use requester::land_posted;
 use completion::push_done;
-use crate::provider::counters::{CounterSnapshot, Counters};
+use crate::nic::counters::{CounterSnapshot, Counters};
 use super::fabric::{Fabric, Stepper};
 use super::mr::{Access, AccessError, MrTable, Region};
 use super::packet::{Body, Packet, Payload, WireError};
@@ -489,9 +489,9 @@ impl EmuNic {
     }
 
     /// What this NIC holds now, counted in its tables (gin-scale).
-    pub fn resources(&self) -> crate::provider::NicResources {
+    pub fn resources(&self) -> crate::nic::NicResources {
         let st = lock(&self.0.inner.state);
-        crate::provider::NicResources {
+        crate::nic::NicResources {
             qps: st.qps.values().count(),
             cqs: st.cqs.len(),
             uar_pages: st.uars.len(),

@@ -8,7 +8,7 @@ use super::world::Rank;
 use super::{Op, Path};
 use rccl_rust_gin::abi::{rust_gin_signal, RUST_GIN_SIGNAL_INDEXED, RUST_GIN_SIGNAL_NONE, RUST_GIN_SIGNAL_OP_INC};
 use rccl_rust_gin::device::{self, DeviceStatus};
-use rccl_rust_gin::provider::CounterSnapshot;
+use rccl_rust_gin::nic::CounterSnapshot;
 use rccl_rust_gin::error::{Error, Result};
 
 pub struct Direct {

@@ -19,7 +19,7 @@ pub mod stats;
 pub mod world;
 
 use rccl_rust_gin::error::{Error, Result};
-use rccl_rust_gin::provider::CounterSnapshot;
+use rccl_rust_gin::nic::CounterSnapshot;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

@@ -14,7 +14,7 @@
 use super::gfd::{op, Gfd, GFD_QWORDS};
 use super::{Op, Path};
 use rccl_rust_gin::config::Config;
-use rccl_rust_gin::provider::CounterSnapshot;
+use rccl_rust_gin::nic::CounterSnapshot;
 use rccl_rust_gin::error::{Error, Result};
 use rccl_rust_gin::ffi::nccl::{NcclResult, NCCL_NET_HANDLE_MAXSIZE, NCCL_PTR_CUDA, NCCL_SUCCESS};
 use rccl_rust_gin::ffi::rma::{NcclRmaConfig, NcclRmaV16, NCCL_RMA_OPT_FLAGS_AGGREGATE_REQUESTS, NCCL_RMA_OPT_FLAGS_DEFAULT};

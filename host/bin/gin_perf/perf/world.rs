@@ -28,7 +28,7 @@ impl Rank {
     pub fn handle(&self) -> *const std::ffi::c_void {
         self.ctx.device_handle() as *const std::ffi::c_void
     }
-    pub fn counters(&self) -> Option<rccl_rust_gin::provider::CounterSnapshot> {
+    pub fn counters(&self) -> Option<rccl_rust_gin::nic::CounterSnapshot> {
         self.coll.nic.counters()
     }
 }
