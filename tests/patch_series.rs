@@ -83,6 +83,10 @@ struct Hunk {
 struct FileDiff {
     path: String,
     new_file: bool,
+    /// The index line's blob ids (abbreviated): the pre-image the patch
+    /// claims to apply to, and the post-image it makes.
+    pre: String,
+    post: String,
     hunks: Vec<Hunk>,
 }
 
@@ -189,11 +193,15 @@ fn parse_patch(name: &str, text: &str) -> Result<Patch, String> {
         i += 1;
         let mut new_file = false;
         let mut saw_index = false;
+        let (mut pre, mut post) = (String::new(), String::new());
         while i < lines.len() && !lines[i].starts_with("--- ") {
             let h = lines[i];
             if h.starts_with("new file mode ") {
                 new_file = true;
-            } else if h.starts_with("index ") {
+            } else if let Some(ids) = h.strip_prefix("index ") {
+                let ids = ids.split(' ').next().unwrap();
+                let (a, b) = ids.split_once("..").ok_or_else(|| err(i, "bad index line"))?;
+                (pre, post) = (a.to_string(), b.to_string());
                 saw_index = true;
             } else if h.starts_with("deleted file mode") || h.starts_with("old mode") || h.starts_with("new mode") {
                 return Err(err(i, &format!("unexpected extended header {h:?}")));
@@ -270,7 +278,7 @@ fn parse_patch(name: &str, text: &str) -> Result<Patch, String> {
                 return Err(format!("{name}: {path}: hunks out of order"));
             }
         }
-        files.push(FileDiff { path, new_file, hunks });
+        files.push(FileDiff { path, new_file, pre, post, hunks });
         // Anything between file diffs other than the next diff is an error,
         // except trailing blank lines at the very end.
         while i < lines.len() && lines[i].is_empty() {
@@ -1472,4 +1480,134 @@ fn patch_0003_registers_gin_v15_where_the_tree_has_it_and_v14_otherwise() {
             }
         }
     }
+}
+
+// The index lines. `git apply` falls back on them (--3way) and a reader
+// trusts them to name the pinned RCCL blobs, so they must be real: checked
+// here offline where the series alone decides (new files, a file two patches
+// touch, placeholder-looking ids), and against the pinned pre-images with
+// RCCL_SRC in tests/patch_series_rccl_src.rs.
+
+/// `git hash-object` of `content`.
+fn blob_id(content: &[u8]) -> String {
+    use std::io::Write;
+    let mut child = Command::new("git")
+        .args(["hash-object", "--stdin"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("git hash-object");
+    child.stdin.take().unwrap().write_all(content).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// A new file's content as git stores it (a last line may lack its newline).
+fn new_file_bytes(f: &FileDiff) -> Vec<u8> {
+    let mut s = f.new_content();
+    let lines: Vec<&String> = f.hunks.iter().flat_map(|h| h.lines.iter()).collect();
+    if lines.last().is_some_and(|l| l.starts_with('\\')) {
+        s.pop();
+    }
+    s.into_bytes()
+}
+
+fn new_file_id_problems(all: &[Patch]) -> Vec<String> {
+    let mut out = Vec::new();
+    for p in all {
+        for f in p.files.iter().filter(|f| f.new_file) {
+            let id = blob_id(&new_file_bytes(f));
+            if f.pre.chars().any(|c| c != '0') || !id.starts_with(&f.post) {
+                out.push(format!("{}: {}: index {}..{}, but its content is blob {}", p.name, f.path, f.pre, f.post, &id[..f.post.len().max(7)]));
+            }
+        }
+    }
+    out
+}
+
+fn chain_problems(all: &[Patch]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut last: BTreeMap<&str, (&str, &str)> = BTreeMap::new();
+    for p in all {
+        for f in &p.files {
+            if let Some((name, post)) = last.get(f.path.as_str()) {
+                if !(post.starts_with(&f.pre) || f.pre.starts_with(post)) {
+                    out.push(format!("{}: {}: pre-image {} but {name} left it at {post}", p.name, f.path, f.pre));
+                }
+            }
+            last.insert(&f.path, (&p.name, &f.post));
+        }
+    }
+    out
+}
+
+/// Ids that look typed rather than computed.
+fn placeholder_problems(all: &[Patch]) -> Vec<String> {
+    let looks_made_up = |id: &str, may_be_zero: bool| {
+        let hex = id.len() >= 7 && id.chars().all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c));
+        let b = id.as_bytes();
+        let one_char = b.iter().all(|&c| c == b[0]);
+        let run = b.windows(2).all(|w| w[1] == w[0] + 1) || b.windows(2).all(|w| w[0] == w[1] + 1);
+        let word = ["dead", "beef", "cafe", "babe", "f00d", "c0de", "abcdef", "123456", "feed"].iter().any(|w| id.contains(w));
+        !hex || (one_char && !(may_be_zero && b[0] == b'0')) || run || word
+    };
+    let mut out = Vec::new();
+    for p in all {
+        for f in &p.files {
+            if looks_made_up(&f.pre, f.new_file) || looks_made_up(&f.post, false) || f.pre == f.post {
+                out.push(format!("{}: {}: index {}..{} looks like a placeholder", p.name, f.path, f.pre, f.post));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_new_files_index_id_is_the_blob_of_its_content() {
+    let all = series();
+    assert!(all.iter().flat_map(|p| &p.files).any(|f| f.new_file), "the series creates no file: nothing checked");
+    let bad = new_file_id_problems(&all);
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+#[test]
+fn a_file_two_patches_touch_chains_its_blob_ids() {
+    let all = series();
+    let bad = chain_problems(&all);
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+    // 0004 and 0005 both change src/CMakeLists.txt: the chain is really checked.
+    let cm = "projects/rccl/src/CMakeLists.txt";
+    assert_eq!(patch(&all, "0005").file(cm).pre, patch(&all, "0004").file(cm).post);
+}
+
+#[test]
+fn no_index_id_looks_like_a_placeholder() {
+    let bad = placeholder_problems(&series());
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+#[test]
+fn index_checks_catch_a_wrong_id() {
+    let all = series();
+    let with = |number: &str, path: &str, from: &str, to: &str| -> Vec<Patch> {
+        let name = series_names().into_iter().find(|n| n.starts_with(number)).unwrap();
+        let text = read(&root().join("patches").join(&name));
+        let i = patch(&all, number).file(path);
+        let line = format!("index {}..{}", i.pre, i.post);
+        assert!(text.contains(&line), "{line}");
+        let planted = text.replacen(&line, &line.replace(from, to), 1);
+        all.iter().map(|p| if p.name == name { parse_patch(&name, &planted).unwrap() } else { parse_patch(&p.name, &read(&root().join("patches").join(&p.name))).unwrap() }).collect()
+    };
+    let abi = "projects/rccl/src/include/nccl_device/gin/rust/gin_rust_device_abi.h";
+    let post = patch(&all, "0004").file(abi).post.clone();
+    assert!(!new_file_id_problems(&with("0004", abi, &post, "1f2e3d4")).is_empty(), "(a) missed a wrong new-file id");
+    let cm = "projects/rccl/src/CMakeLists.txt";
+    let post = patch(&all, "0004").file(cm).post.clone();
+    assert!(!chain_problems(&with("0004", cm, &post, "1f2e3d4")).is_empty(), "(b) missed a broken chain");
+    let pre = patch(&all, "0005").file(cm).pre.clone();
+    assert!(!chain_problems(&with("0005", cm, &pre, "1f2e3d4")).is_empty(), "(b) missed a broken chain");
+    let pre = patch(&all, "0006").file("projects/rccl/install.sh").pre.clone();
+    assert!(!placeholder_problems(&with("0006", "projects/rccl/install.sh", &pre, "1234567")).is_empty(), "(c) missed 1234567");
+    assert!(!placeholder_problems(&with("0006", "projects/rccl/install.sh", &pre, "aaaaaaa")).is_empty(), "(c) missed aaaaaaa");
 }
