@@ -54,6 +54,7 @@ const UPSTREAM: &[(&str, u64, &str)] = &[
     ("offsetof(ionic_v1_wqe.common.rdma.remote_rkey)", 24, "ionic_fw_types.h:158"),
     ("offsetof(ionic_v1_wqe.common.length)", 28, "ionic_fw_types.h:161 (after the 12-byte union, :149-160)"),
     ("offsetof(ionic_v1_wqe.common.pld)", 32, "ionic_fw_types.h:162"),
+    ("offsetof(ionic_v1_wqe.atomic.sge)", 48, "ionic_fw_types.h:175 (after 7 be32 and rsvd[4], :167-174)"),
     ("offsetof(ionic_v1_wqe.atomic_v2.remote_va_high)", 16, "ionic_fw_types.h:180"),
     ("offsetof(ionic_v1_wqe.atomic_v2.remote_va_low)", 20, "ionic_fw_types.h:181"),
     ("offsetof(ionic_v1_wqe.atomic_v2.remote_rkey)", 24, "ionic_fw_types.h:182"),
@@ -177,6 +178,19 @@ extern "C" {
         lkey: u32,
         out: *mut u8,
     );
+    fn rust_gin_ionic_wqe_atomic_v1(
+        op: u8,
+        idx: u16,
+        flags: u16,
+        color: u32,
+        raddr: u64,
+        rkey: u32,
+        swap_add: u64,
+        compare: u64,
+        laddr: u64,
+        lkey: u32,
+        out: *mut u8,
+    );
     fn rust_gin_ionic_db_value(qid: u32, prod: u16) -> u64;
     fn rust_gin_ionic_color_for(i: u64, depth: u32) -> u32;
     fn rust_gin_ionic_cqe_is_valid(qtf_stored: u32, ci: u64, depth: u32) -> i32;
@@ -234,6 +248,7 @@ fn rust_rows() -> Vec<Row> {
         rust_row!("offsetof(ionic_v1_wqe.common.rdma.remote_rkey)", off::REMOTE_RKEY),
         rust_row!("offsetof(ionic_v1_wqe.common.length)", off::LENGTH),
         rust_row!("offsetof(ionic_v1_wqe.common.pld)", PLD_OFFSET),
+        rust_row!("offsetof(ionic_v1_wqe.atomic.sge)", off::ATOMIC_V1_SGE),
         rust_row!("offsetof(ionic_v1_wqe.atomic_v2.remote_va_high)", off::REMOTE_VA_HIGH),
         rust_row!("offsetof(ionic_v1_wqe.atomic_v2.remote_va_low)", off::REMOTE_VA_LOW),
         rust_row!("offsetof(ionic_v1_wqe.atomic_v2.remote_rkey)", off::REMOTE_RKEY),
@@ -455,8 +470,16 @@ fn reference_wqe(wr: &Wr) -> [u8; 64] {
             put_be(&mut b, fact("offsetof(ionic_v1_wqe.atomic_v2.remote_va_low)"), wr.raddr & 0xffff_ffff, 4);
             put_be(&mut b, fact("offsetof(ionic_v1_wqe.atomic_v2.remote_rkey)"), wr.rkey as u64, 4);
             b[fact("offsetof(ionic_v1_base_hdr.num_sge_key)") as usize] = 1;
-            put_be(&mut b, fact("offsetof(ionic_v1_wqe.atomic_v2.local_va)"), wr.laddr, 8);
-            put_be(&mut b, fact("offsetof(ionic_v1_wqe.atomic_v2.lkey)"), wr.lkey as u64, 4);
+            if wr.v2 {
+                put_be(&mut b, fact("offsetof(ionic_v1_wqe.atomic_v2.local_va)"), wr.laddr, 8);
+                put_be(&mut b, fact("offsetof(ionic_v1_wqe.atomic_v2.lkey)"), wr.lkey as u64, 4);
+            } else {
+                // ionic_verbs.c:2875-2877: atomic.sge = { va, htobe32(8), lkey }
+                let sge = fact("offsetof(ionic_v1_wqe.atomic.sge)");
+                put_be(&mut b, sge + fact("offsetof(ionic_sge.va)"), wr.laddr, 8);
+                put_be(&mut b, sge + fact("offsetof(ionic_sge.len)"), 8, 4);
+                put_be(&mut b, sge + fact("offsetof(ionic_sge.lkey)"), wr.lkey as u64, 4);
+            }
         }
     }
     // ionic_v1_prep_base: wqe_idx = htole64(prod); COLOR, FENCE, SIG flags (be16)
@@ -500,6 +523,12 @@ fn rust_wqe(wr: &Wr) -> Wqe {
         Kind::Write | Kind::Read => Wqe::rdma(op, wr.prod, f, c, wr.raddr, wr.rkey, wr.laddr, wr.lkey, wr.length, 0),
         Kind::WriteImm => Wqe::rdma(op, wr.prod, f, c, wr.raddr, wr.rkey, wr.laddr, wr.lkey, wr.length, wr.imm_data),
         Kind::WriteInline => Wqe::write_inline8(op, wr.prod, f, c, wr.raddr, wr.rkey, wr.inline_value, wr.length),
+        Kind::FetchAdd if !wr.v2 => {
+            Wqe::atomic_v1(op, wr.prod, f, c, wr.raddr, wr.rkey, wr.compare_add, 0, wr.laddr, wr.lkey)
+        }
+        Kind::CmpSwap if !wr.v2 => {
+            Wqe::atomic_v1(op, wr.prod, f, c, wr.raddr, wr.rkey, wr.swap, wr.compare_add, wr.laddr, wr.lkey)
+        }
         Kind::FetchAdd => Wqe::atomic_v2(op, wr.prod, f, c, wr.raddr, wr.rkey, wr.compare_add, 0, wr.laddr, wr.lkey),
         Kind::CmpSwap => {
             Wqe::atomic_v2(op, wr.prod, f, c, wr.raddr, wr.rkey, wr.swap, wr.compare_add, wr.laddr, wr.lkey)
@@ -511,6 +540,7 @@ fn cxx_wqe(wr: &Wr) -> [u8; 64] {
     let (op, f, c) = (our_op(wr), our_flags(wr), wr.color as u32);
     let mut out = [0u8; 64];
     let p = out.as_mut_ptr();
+    let atomic = if wr.v2 { rust_gin_ionic_wqe_atomic_v2 } else { rust_gin_ionic_wqe_atomic_v1 };
     // SAFETY: each builder writes exactly 64 bytes to `out`.
     unsafe {
         match wr.kind {
@@ -533,10 +563,8 @@ fn cxx_wqe(wr: &Wr) -> [u8; 64] {
             Kind::WriteInline => {
                 rust_gin_ionic_wqe_write_inline8(op, wr.prod, f, c, wr.raddr, wr.rkey, wr.inline_value, wr.length, p)
             }
-            Kind::FetchAdd => {
-                rust_gin_ionic_wqe_atomic_v2(op, wr.prod, f, c, wr.raddr, wr.rkey, wr.compare_add, 0, wr.laddr, wr.lkey, p)
-            }
-            Kind::CmpSwap => rust_gin_ionic_wqe_atomic_v2(
+            Kind::FetchAdd => atomic(op, wr.prod, f, c, wr.raddr, wr.rkey, wr.compare_add, 0, wr.laddr, wr.lkey, p),
+            Kind::CmpSwap => atomic(
                 op,
                 wr.prod,
                 f,
@@ -557,8 +585,9 @@ fn cxx_wqe(wr: &Wr) -> [u8; 64] {
 fn wr_strategy() -> impl Strategy<Value = Wr> {
     (request_strategy(), any::<(bool, bool)>(), any::<u16>()).prop_map(|(req, (v2, color), prod)| Wr {
         req,
-        // rdma-core writes the atomic_v2 body only for version >= 2 (ionic_verbs.c:2871-2879)
-        v2: v2 || matches!(req.kind, Kind::FetchAdd | Kind::CmpSwap),
+        // rdma-core writes the atomic_v2 body for version >= 2, the v1 body
+        // with its SGE otherwise (ionic_verbs.c:2871-2878): both are drawn.
+        v2,
         prod,
         color,
     })

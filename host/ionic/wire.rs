@@ -133,6 +133,8 @@ pub mod off {
     pub const COMPARE_LOW: usize = 40;
     pub const ATOMIC_LKEY: usize = 44;
     pub const ATOMIC_LOCAL_VA: usize = 48;
+    /// `atomic.sge` of a version-1 atomic: the result's SGE.
+    pub const ATOMIC_V1_SGE: usize = 48;
     pub const SGE_LEN: usize = 8;
     pub const SGE_LKEY: usize = 12;
     pub const CQE_MSG_MSN: usize = 4;
@@ -234,6 +236,33 @@ impl Wqe {
         put_be32(&mut w.tail, off::ATOMIC_LKEY - PLD_OFFSET, lkey);
         let v = off::ATOMIC_LOCAL_VA - PLD_OFFSET;
         w.tail[v..v + 8].copy_from_slice(&laddr.to_be_bytes());
+        w
+    }
+
+    /// Version-1 FETCH_ADD / CMP_SWAP (`ionic_v1_atomic_bdy`): the operands
+    /// as in version 2, then a reserved word and the result's SGE (va, 8,
+    /// lkey) at @48.
+    #[allow(clippy::too_many_arguments)]
+    pub fn atomic_v1(
+        op: u8,
+        idx: u16,
+        fl: u16,
+        color: u32,
+        raddr: u64,
+        rkey: u32,
+        swap_add: u64,
+        compare: u64,
+        laddr: u64,
+        lkey: u32,
+    ) -> Wqe {
+        let v2 = if op == op_v1::ATOMIC_CS { op_v2::ATOMIC_CS } else { op_v2::ATOMIC_FA };
+        let mut w = Wqe::atomic_v2(v2, idx, fl, color, raddr, rkey, swap_add, compare, laddr, lkey);
+        w.op = op;
+        put_be32(&mut w.tail, off::ATOMIC_LKEY - PLD_OFFSET, 0);
+        let s = off::ATOMIC_V1_SGE - PLD_OFFSET;
+        w.tail[s..s + 8].copy_from_slice(&laddr.to_be_bytes());
+        put_be32(&mut w.tail, s + off::SGE_LEN, 8);
+        put_be32(&mut w.tail, s + off::SGE_LKEY, lkey);
         w
     }
 

@@ -28,6 +28,9 @@ void rust_gin_ionic_wqe_write_inline8(uint8_t op, uint16_t idx, uint16_t flags, 
 void rust_gin_ionic_wqe_atomic_v2(uint8_t op, uint16_t idx, uint16_t flags, uint32_t color, uint64_t raddr,
                                   uint32_t rkey, uint64_t swap_add, uint64_t compare, uint64_t laddr, uint32_t lkey,
                                   uint8_t out[64]);
+void rust_gin_ionic_wqe_atomic_v1(uint8_t op, uint16_t idx, uint16_t flags, uint32_t color, uint64_t raddr,
+                                  uint32_t rkey, uint64_t swap_add, uint64_t compare, uint64_t laddr, uint32_t lkey,
+                                  uint8_t out[64]);
 uint64_t rust_gin_ionic_db_value(uint32_t qid, uint16_t prod);
 uint32_t rust_gin_ionic_color_for(uint64_t i, uint32_t depth);
 int rust_gin_ionic_cqe_is_valid(uint32_t qtf_stored, uint64_t ci, uint32_t depth);
@@ -58,6 +61,7 @@ const rust_gin_wire_fact rust_gin_ionic_wire_facts[] = {
     OFFB(ionic_v1_wqe, common.rdma.remote_rkey, RdmaBody, remote_rkey),
     OFFB(ionic_v1_wqe, common.length, RdmaBody, length),
     OFFB(ionic_v1_wqe, common.pld, RdmaBody, pld),
+    OFFB(ionic_v1_wqe, atomic.sge, AtomicV1Body, sge),
     OFFB(ionic_v1_wqe, atomic_v2.remote_va_high, AtomicV2Body, remote_va_high),
     OFFB(ionic_v1_wqe, atomic_v2.remote_va_low, AtomicV2Body, remote_va_low),
     OFFB(ionic_v1_wqe, atomic_v2.remote_rkey, AtomicV2Body, remote_rkey),
@@ -152,6 +156,11 @@ void rust_gin_ionic_wqe_atomic_v2(uint8_t op, uint16_t idx, uint16_t flags, uint
                                   uint32_t rkey, uint64_t swap_add, uint64_t compare, uint64_t laddr, uint32_t lkey,
                                   uint8_t out[64]) {
   store(wqe_atomic_v2(op, idx, flags, color, raddr, rkey, swap_add, compare, laddr, lkey), out);
+}
+void rust_gin_ionic_wqe_atomic_v1(uint8_t op, uint16_t idx, uint16_t flags, uint32_t color, uint64_t raddr,
+                                  uint32_t rkey, uint64_t swap_add, uint64_t compare, uint64_t laddr, uint32_t lkey,
+                                  uint8_t out[64]) {
+  store(wqe_atomic_v1(op, idx, flags, color, raddr, rkey, swap_add, compare, laddr, lkey), out);
 }
 uint64_t rust_gin_ionic_db_value(uint32_t qid, uint16_t prod) { return db_value(qid, prod); }
 uint32_t rust_gin_ionic_color_for(uint64_t i, uint32_t depth) { return color_for(i, depth); }

@@ -131,6 +131,17 @@ struct RdmaBody {  // ionic_v1_common_bdy, rdma view
   uint32_t length;          // be32: total payload bytes
   uint8_t pld[PLD_BYTES];   // two Sge, or inline data
 };
+struct AtomicV1Body {  // ionic_v1_atomic_bdy
+  uint32_t remote_va_high;
+  uint32_t remote_va_low;
+  uint32_t remote_rkey;
+  uint32_t swap_add_high;
+  uint32_t swap_add_low;
+  uint32_t compare_high;
+  uint32_t compare_low;
+  uint8_t rsvd[4];
+  Sge sge;  // the 8-byte result's landing place
+};
 struct AtomicV2Body {  // ionic_v2_atomic_bdy
   uint32_t remote_va_high;
   uint32_t remote_va_low;
@@ -160,6 +171,9 @@ static_assert(sizeof(BaseHdr) == WQE_BASE_BYTES && offsetof(BaseHdr, op) == 8 &&
 static_assert(sizeof(RdmaBody) == WQE_BYTES - WQE_BASE_BYTES && offsetof(RdmaBody, remote_rkey) == 8 &&
                   offsetof(RdmaBody, length) == 12 && offsetof(RdmaBody, pld) + WQE_BASE_BYTES == PLD_OFFSET,
               "rdma body");
+static_assert(sizeof(AtomicV1Body) == WQE_BYTES - WQE_BASE_BYTES && offsetof(AtomicV1Body, swap_add_high) == 12 &&
+                  offsetof(AtomicV1Body, compare_high) == 20 && offsetof(AtomicV1Body, sge) == 32,
+              "atomic v1 body");
 static_assert(sizeof(AtomicV2Body) == WQE_BYTES - WQE_BASE_BYTES && offsetof(AtomicV2Body, swap_add_high) == 12 &&
                   offsetof(AtomicV2Body, compare_high) == 20 && offsetof(AtomicV2Body, lkey) == 28 &&
                   offsetof(AtomicV2Body, local_va) == 32,
@@ -254,6 +268,19 @@ RG_INLINE Wqe64 wqe_atomic_v2(uint8_t op, uint16_t idx, uint16_t flags, uint32_t
   const uint64_t va = bswap64(laddr);
   w.w[12] = static_cast<uint32_t>(va);
   w.w[13] = static_cast<uint32_t>(va >> 32);
+  return w;
+}
+// Version-1 atomics (ionic_v1_prep_atomic with ctx->version < 2): the same
+// header and operands, then a reserved word and the result's SGE (va, len 8,
+// lkey) at @48.
+RG_INLINE Wqe64 wqe_atomic_v1(uint8_t op, uint16_t idx, uint16_t flags, uint32_t color, uint64_t raddr,
+                              uint32_t rkey, uint64_t swap_add, uint64_t compare, uint64_t laddr, uint32_t lkey) {
+  Wqe64 w = wqe_atomic_v2(op == V1_OP_ATOMIC_CS ? V2_OP_ATOMIC_CS : V2_OP_ATOMIC_FA, idx, flags, color, raddr, rkey,
+                          swap_add, compare, laddr, lkey);
+  w.w[2] = (w.w[2] & ~0xffu) | op;
+  w.w[11] = 0;
+  w.w[14] = bswap32(8u);
+  w.w[15] = bswap32(lkey);
   return w;
 }
 
