@@ -84,6 +84,10 @@ pub struct Config {
     pub emu_read_delay_us: u64,
     /// The NIC family the emulated NIC presents (its queue formats).
     pub emu_family: crate::nic::NicFamily,
+    /// The firmware WQE ABI version an emulated ionic NIC presents.
+    pub emu_ionic_abi: u16,
+    /// What a NIC firmware below the known-needed versions does.
+    pub fw_check: crate::provider::gates::FwCheck,
     pub nic_filter: Option<String>,
     pub ib_port: u8,
     pub gid_index: i32,
@@ -122,6 +126,8 @@ impl Default for Config {
             emu_mtu: 4096,
             emu_read_delay_us: 0,
             emu_family: crate::nic::NicFamily::Mlx5,
+            emu_ionic_abi: 2,
+            fw_check: crate::provider::gates::FwCheck::Warn,
             nic_filter: None,
             ib_port: 1,
             gid_index: -1,
@@ -150,6 +156,8 @@ pub const KNOBS: &[(&str, &str, &str)] = &[
     ("RCCL_RUST_GIN_EMU_MTU", "4096", "emu only: packet payload size, a power of two from 256 to 65536"),
     ("RCCL_RUST_GIN_EMU_READ_DELAY_US", "0", "emu only: READ data lands up to this long after its CQE unless a flush (DUMP) lands it; 0 = at once (a fault model for tests)"),
     ("RCCL_RUST_GIN_EMU_FAMILY", "mlx5", "emu only: the NIC family the emulated NIC presents: mlx5 (ConnectX WQEs, doorbell records, 64-byte CQEs), bnxt_re (Thor2: 128-byte static-mode WQEs, MSN table) or ionic (Pollara: 64-byte WQEs, colour bits); the GIN operations post that family's bytes (docs/nic-families.md)"),
+    ("RCCL_RUST_GIN_EMU_IONIC_ABI", "2", "emu only, with `RCCL_RUST_GIN_EMU_FAMILY=ionic`: the firmware WQE ABI version the emulated Pollara presents, 0 to 255; its queues decode opcodes with that version's table. createContext writes version 1 or 2 as the NIC says and refuses any other (docs/nic-families.md, \"Firmware and ABI gates\")"),
+    ("RCCL_RUST_GIN_FW_CHECK", "warn", "bnxt_re and ionic: what a NIC firmware older than the versions known to be needed does (Thor2 237.1.137 or 235.2.86, AINIC 1.117.5-a-45; mori#471): warn (a WARN line naming the firmware, then go on), refuse (open fails with ncclSystemError) or off (no check); docs/nic-families.md, \"Firmware and ABI gates\""),
     ("RCCL_RUST_GIN_NIC", "(all mlx5 devices)", "mlx5 only: comma-separated device names to use"),
     ("RCCL_RUST_GIN_IB_PORT", "1", "mlx5 only: port number"),
     ("RCCL_RUST_GIN_GID_INDEX", "-1", "mlx5 only: GID index for RoCE; -1 picks a RoCE v2 IPv4-mapped GID"),
@@ -239,6 +247,17 @@ impl Config {
                         "RCCL_RUST_GIN_EMU_FAMILY={v:?}: use mlx5, bnxt_re or ionic"
                     )))
                 }
+            };
+        }
+        if let Some(v) = get("RCCL_RUST_GIN_EMU_IONIC_ABI") {
+            c.emu_ionic_abi = number("RCCL_RUST_GIN_EMU_IONIC_ABI", &v, 0u16, 255)?;
+        }
+        if let Some(v) = get("RCCL_RUST_GIN_FW_CHECK") {
+            c.fw_check = match v.as_str() {
+                "warn" => crate::provider::gates::FwCheck::Warn,
+                "refuse" => crate::provider::gates::FwCheck::Refuse,
+                "off" => crate::provider::gates::FwCheck::Off,
+                _ => return Err(Error::InvalidArgument(format!("RCCL_RUST_GIN_FW_CHECK={v:?}: use warn, refuse or off"))),
             };
         }
         if let Some(v) = get("RCCL_RUST_GIN_EMU_PROGRESS") {

@@ -60,8 +60,12 @@ impl Bed {
     }
 
     fn with_mtu(kind: Kind, mtu: usize) -> Bed {
+        Bed::with_config(kind, NicConfig { mtu, ..NicConfig::default() })
+    }
+
+    fn with_config(kind: Kind, config: NicConfig) -> Bed {
         let fabric = Fabric::threads();
-        let nic = EmuNic::new(&fabric, NicConfig { mtu, ..NicConfig::default() }).unwrap();
+        let nic = EmuNic::new(&fabric, config).unwrap();
         let pd = nic.alloc_pd();
         let buf = HostMemory.alloc(BUF, 4096, Object::WindowData).unwrap();
         for i in 0..BUF {
@@ -296,6 +300,57 @@ fn values_land_where_the_family_says() {
         let src: Vec<u8> = (0..64).map(|k| b.buf.read_pod::<u8>(SOURCE as usize + k)).collect();
         let dst: Vec<u8> = (0..64).map(|k| b.buf.read_pod::<u8>(0x200 + k)).collect();
         assert_eq!(src, dst, "{kind:?}: gathered WRITE");
+    }
+}
+
+/// Firmware WQE ABI version 1 (docs/nic-families.md, "Firmware and ABI
+/// gates"): the emulated Pollara decodes with the v1 table, where v2's
+/// FETCH_ADD (0x05) is WRITE_IMM and CMP_SWAP (0x04) is WRITE. The device
+/// writes the version the descriptor names, so writes, fetch-and-add and
+/// compare-and-swap land as on a v2 NIC, across ring wraps.
+#[test]
+fn ionic_v1_firmware_runs_what_the_device_meant() {
+    for abi in [1u16, 2] {
+        let b = Bed::with_config(Kind::Ionic, NicConfig { ionic_abi: abi, ..NicConfig::default() });
+        match &b.q {
+            Queue::Family(d, _) => assert_eq!(d.wqe_abi, abi as u32, "the descriptor names the NIC's version"),
+            Queue::Mlx5(..) => unreachable!(),
+        }
+        let u64_at = |off: u64| b.buf.read_pod::<u64>(off as usize);
+        for round in 0..6u64 {
+            let (word, res) = (0x100 + 8 * round, RESULTS + 16 * round);
+            let reqs = [
+                write_inline(&b, word, 0x1000 + round, 8),
+                atomic(&b, opcode::ATOMIC_FA, res, word, 5, 0),
+                atomic(&b, opcode::ATOMIC_CS, res + 8, word, 0x77 + round, 0x1005 + round),
+                rdma(&b, opcode::RDMA_WRITE, SOURCE, 0x800 + 64 * round, 64),
+                rdma(&b, opcode::RDMA_READ, LANDING + 8 * round, word, 8),
+            ];
+            assert_eq!(b.post(&reqs), RUST_GIN_OK as i32, "v{abi} round {round}");
+            assert_eq!(b.drain(), RUST_GIN_OK as i32, "v{abi} round {round}: {:?}", b.error());
+            assert_eq!(u64_at(res), 0x1000 + round, "v{abi} round {round}: fetch-and-add's old value");
+            assert_eq!(u64_at(res + 8), 0x1005 + round, "v{abi} round {round}: compare-and-swap's old value");
+            assert_eq!(u64_at(word), 0x77 + round, "v{abi} round {round}: add then swap");
+            assert_eq!(u64_at(LANDING + 8 * round), 0x77 + round, "v{abi} round {round}: the READ");
+            let src: Vec<u8> = (0..64).map(|k| b.buf.read_pod::<u8>(SOURCE as usize + k)).collect();
+            let dst: Vec<u8> = (0..64).map(|k| b.buf.read_pod::<u8>((0x800 + 64 * round) as usize + k)).collect();
+            assert_eq!(src, dst, "v{abi} round {round}: gathered WRITE");
+        }
+    }
+}
+
+/// An emulated Pollara presenting a version rust-gin does not write gets
+/// no queue (the same gate the hardware provider applies).
+#[test]
+fn ionic_refuses_a_firmware_abi_it_does_not_write() {
+    let fabric = Fabric::threads();
+    for abi in [0u16, 3] {
+        let nic = EmuNic::new(&fabric, NicConfig { ionic_abi: abi, ..NicConfig::default() }).unwrap();
+        let pd = nic.alloc_pd();
+        let e = EmuFamilyQp::create(&nic, pd, QueueFormat::Ionic, LOG_WQE, &HostMemory).err().expect("refused");
+        assert!(e.to_string().contains(&format!("WQE ABI version {abi}")), "{e}");
+        // bnxt_re queues on the same NIC are unaffected.
+        EmuFamilyQp::create(&nic, pd, QueueFormat::Bnxt, LOG_WQE, &HostMemory).expect("a bnxt_re queue");
     }
 }
 

@@ -29,9 +29,11 @@ use rccl_rust_gin::error::{Error, Result};
 use rccl_rust_gin::ffi::nccl::NCCL_INVALID_USAGE;
 use rccl_rust_gin::gpu::{Allocator, GpuBuf, HostMemory, Object};
 use rccl_rust_gin::provider::dv::{
-    BnxtDbRegion, BnxtQpInit, DeviceEntry, DomainMemory, DvPlatform, DvProvider, Family, IonicDvCtx, IonicDvQueue,
-    IonicQpInit, QpTransition, VENDOR_BROADCOM, VENDOR_MELLANOX, VENDOR_PENSANDO,
+    BnxtCtxPrivate, BnxtDbRegion, BnxtQpInit, DeviceEntry, DomainMemory, DvPlatform, DvProvider, Family, IonicCtxPrivate,
+    IonicDvCtx, IonicDvQueue, IonicQpInit, QpTransition, VENDOR_BROADCOM, VENDOR_MELLANOX, VENDOR_PENSANDO,
 };
+use rccl_rust_gin::provider::gates::FwCheck;
+use rccl_rust_gin::provider::mlx5::platform::FwVer;
 use rccl_rust_gin::provider::mlx5::addr::GidType;
 use rccl_rust_gin::provider::mlx5::platform::{DeviceAttr, DeviceMapping, GpuAccess, Handle, MrKeys, PortAttr};
 use rccl_rust_gin::provider::{self, Access, MemoryMode, Nic, NicFamily, Provider, QueueDescriptor, QueuePair};
@@ -115,6 +117,18 @@ struct StandIn {
     cq_id_query: bool,
     /// HIP exports GPU memory as dma-bufs (each a descriptor of /dev/null).
     dmabuf: bool,
+    /// ibv_query_device's fw_ver.
+    fw_ver: String,
+    /// libionic's private context: the alloc-ucontext response's version,
+    /// and whether its layout is the one ionic.h has (else the queue types
+    /// read beside it differ from ionic_dv_get_ctx's).
+    ionic_version: i32,
+    ionic_layout: bool,
+    /// libbnxt_re's private context: the ucontext response's WQE mode, and
+    /// whether its layout is main.h's (else the doorbell page read beside it
+    /// differs from bnxt_re_dv_get_default_db_region's).
+    bnxt_wqe_mode: u32,
+    bnxt_layout: bool,
 }
 
 impl StandIn {
@@ -126,13 +140,18 @@ impl StandIn {
             pages: Arc::new((0..3).map(|_| Box::new([0u64; 512])).collect()),
             cq_id_query: true,
             dmabuf: false,
+            fw_ver: "237.1.137.0".into(),
+            ionic_version: 2,
+            ionic_layout: true,
+            bnxt_wqe_mode: 0,
+            bnxt_layout: true,
         }
     }
     fn bnxt() -> StandIn {
         StandIn::new(&[("bnxt_re0", Some(VENDOR_BROADCOM))])
     }
     fn ionic() -> StandIn {
-        StandIn::new(&[("ionic_0", Some(VENDOR_PENSANDO))])
+        StandIn { fw_ver: "1.117.5-a-45".into(), ..StandIn::new(&[("ionic_0", Some(VENDOR_PENSANDO))]) }
     }
     fn platform(&self) -> Arc<dyn DvPlatform> {
         Arc::new(self.clone())
@@ -248,6 +267,7 @@ impl DvPlatform for StandIn {
             max_qp_rd_atom: 32,
             max_qp_init_rd_atom: 8,
             max_qp: 65536,
+            fw_ver: FwVer::new(&self.fw_ver),
         })
     }
     fn query_port(&self, _ctx: Handle, port: u8) -> io::Result<PortAttr> {
@@ -371,6 +391,11 @@ impl DvPlatform for StandIn {
     fn bnxt_default_db_region(&self, _ctx: Handle) -> io::Result<BnxtDbRegion> {
         self.step("bnxt_re_dv_get_default_db_region", String::new())?;
         Ok(BnxtDbRegion { dpi: BNXT_DPI, dbr: self.page(0) })
+    }
+    fn bnxt_ctx_private(&self, _ctx: Handle) -> io::Result<BnxtCtxPrivate> {
+        self.step("bnxt_re_context (private)", String::new())?;
+        let dbpage = if self.bnxt_layout { self.page(0) } else { 0x4000 };
+        Ok(BnxtCtxPrivate { dbpage, wqe_mode: self.bnxt_wqe_mode })
     }
     fn bnxt_create_cq(&self, _ctx: Handle, umem: Handle, offset: u64, ncqe: u32) -> io::Result<Handle> {
         self.step("bnxt_re_dv_create_cq", format!("umem {umem:?} offset {offset} ncqe {ncqe}"))?;
@@ -525,6 +550,17 @@ impl DvPlatform for StandIn {
             cq_qtype: IONIC_CQ_QTYPE,
         })
     }
+    fn ionic_ctx_private(&self, _ctx: Handle) -> io::Result<IonicCtxPrivate> {
+        self.step("ionic_ctx (private)", String::new())?;
+        let shift = if self.ionic_layout { 0 } else { 1 };
+        Ok(IonicCtxPrivate {
+            pg_shift: 12,
+            version: self.ionic_version,
+            sq_qtype: IONIC_SQ_QTYPE + shift,
+            rq_qtype: IONIC_RQ_QTYPE + shift,
+            cq_qtype: IONIC_CQ_QTYPE + shift,
+        })
+    }
     fn ionic_qp_get_udma_idx(&self, _qp: Handle) -> io::Result<u8> {
         self.log("ionic_dv_qp_get_udma_idx", String::new());
         Ok(1)
@@ -595,7 +631,11 @@ struct Run {
 /// probe, open, two family QPs connected to each other, one registration,
 /// the refused mlx5 QP, then everything dropped newest first.
 fn run(s: &StandIn, family: Family, mode: MemoryMode) -> Result<Run> {
-    let p = DvProvider::probe_on(s.platform(), family, &Config::default())?;
+    run_with(s, family, mode, &Config::default())
+}
+
+fn run_with(s: &StandIn, family: Family, mode: MemoryMode, config: &Config) -> Result<Run> {
+    let p = DvProvider::probe_on(s.platform(), family, config)?;
     assert_eq!(p.kind(), family.kind());
     let nic = p.open_mode(0, mode)?;
     // Through the provider interface, as createContext makes them.
@@ -834,6 +874,86 @@ fn a_failure_at_every_step_is_an_error_that_leaks_nothing() {
             assert!(matches!(e, Error::System(_)), "{fam:?} step {n} ({}): {e:?}", failed.name);
             s.assert_clean(&format!("{fam:?}, failure at step {n} ({})", failed.name));
         }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Firmware and ABI gates (provider/gates.rs; docs/nic-families.md)
+// ---------------------------------------------------------------------------
+
+/// The ionic firmware WQE ABI version the context reports reaches every
+/// queue's descriptor, so the device writes that version's opcodes.
+#[test]
+fn ionic_descriptors_carry_the_firmware_wqe_abi_version() {
+    for v in [1, 2] {
+        let s = StandIn { ionic_version: v, ..StandIn::ionic() };
+        let r = run(&s, Family::Ionic, MemoryMode::Gpu).expect("ionic over the stand-in");
+        s.assert_clean("after the run");
+        for (qpn, d) in &r.qps {
+            assert_eq!(d.wqe_abi, v as u32, "QP {qpn:#x}: the descriptor names firmware WQE ABI version {v}");
+        }
+        assert!(s.names().iter().any(|n| n == "ionic_ctx (private)"), "the version was read");
+    }
+    // bnxt_re leaves it 0.
+    let s = StandIn::bnxt();
+    let r = run(&s, Family::Bnxt, MemoryMode::Gpu).expect("bnxt_re over the stand-in");
+    assert!(r.qps.iter().all(|(_, d)| d.wqe_abi == 0));
+}
+
+/// Any other version, or a context whose layout is not ionic.h's (so the
+/// version cannot be trusted), refuses the NIC with an error naming it,
+/// before any queue exists.
+#[test]
+fn ionic_refuses_an_unknown_or_unreadable_firmware_wqe_abi() {
+    for (s, want) in [
+        (StandIn { ionic_version: 0, ..StandIn::ionic() }, "ionic firmware WQE ABI version 0"),
+        (StandIn { ionic_version: 3, ..StandIn::ionic() }, "ionic firmware WQE ABI version 3"),
+        (StandIn { ionic_layout: false, ..StandIn::ionic() }, "cannot be read"),
+    ] {
+        let e = run(&s, Family::Ionic, MemoryMode::Gpu).err().expect("refused");
+        assert!(matches!(e, Error::System(_)), "{e:?}");
+        assert!(e.message().contains("ionic_0") && e.message().contains(want), "{want}: {e}");
+        assert!(!s.names().iter().any(|n| n == "ibv_create_qp"), "refused before any QP: {:?}", s.names());
+        s.assert_clean(want);
+    }
+}
+
+/// bnxt_re: a context in variable WQE mode (or one whose mode cannot be
+/// read) is refused; static mode goes on.
+#[test]
+fn bnxt_re_refuses_a_variable_wqe_mode_context() {
+    for (s, want) in [
+        (StandIn { bnxt_wqe_mode: 1, ..StandIn::bnxt() }, "variable WQE mode"),
+        (StandIn { bnxt_wqe_mode: 3, ..StandIn::bnxt() }, "cannot be read"),
+        (StandIn { bnxt_layout: false, ..StandIn::bnxt() }, "cannot be read"),
+    ] {
+        let e = run(&s, Family::Bnxt, MemoryMode::Gpu).err().expect("refused");
+        assert!(matches!(e, Error::System(_)), "{e:?}");
+        assert!(e.message().contains("bnxt_re0") && e.message().contains(want), "{want}: {e}");
+        assert!(!s.names().iter().any(|n| n == "bnxt_re_dv_create_qp"), "refused before any QP");
+        s.assert_clean(want);
+    }
+    let s = StandIn { bnxt_wqe_mode: 0, ..StandIn::bnxt() };
+    run(&s, Family::Bnxt, MemoryMode::Gpu).expect("static mode");
+    assert!(s.names().iter().any(|n| n == "bnxt_re_context (private)"), "the mode was read");
+}
+
+/// Firmware below the versions known to be needed: a WARN and on by
+/// default, refused with RCCL_RUST_GIN_FW_CHECK=refuse, unchecked with off.
+#[test]
+fn old_firmware_warns_or_is_refused_as_configured() {
+    let cfg = |fw_check| Config { fw_check, ..Config::default() };
+    for (mk, fam, old, good) in [
+        (StandIn::bnxt as fn() -> StandIn, Family::Bnxt, "236.1.140.0", "235.2.86.0"),
+        (StandIn::ionic, Family::Ionic, "1.117.5-a-44", "1.117.5-a-45"),
+    ] {
+        let with = |fw: &str| StandIn { fw_ver: fw.into(), ..mk() };
+        let e = run_with(&with(old), fam, MemoryMode::Gpu, &cfg(FwCheck::Refuse)).err().expect("refused");
+        assert!(matches!(e, Error::System(_)) && e.message().contains(old), "{e}");
+        assert!(e.message().contains("RCCL_RUST_GIN_FW_CHECK"), "names the knob: {e}");
+        run_with(&with(old), fam, MemoryMode::Gpu, &cfg(FwCheck::Warn)).expect("warn goes on");
+        run_with(&with(old), fam, MemoryMode::Gpu, &cfg(FwCheck::Off)).expect("off goes on");
+        run_with(&with(good), fam, MemoryMode::Gpu, &cfg(FwCheck::Refuse)).expect("a good firmware");
     }
 }
 

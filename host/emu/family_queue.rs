@@ -18,6 +18,9 @@ pub struct EmuFamilyQp {
     pub log_wqe_cnt: u32,
     /// bnxt_re: the path MTU the device code counts PSNs with (the NIC's).
     pub path_mtu: u32,
+    /// ionic: the firmware WQE ABI version the NIC presents, as the
+    /// descriptor names it (0 for bnxt_re).
+    pub wqe_abi: u32,
     pub sq: GpuBuf,
     pub cq: GpuBuf,
     pub state: GpuBuf,
@@ -29,6 +32,13 @@ impl EmuFamilyQp {
     /// CQE per WQE, which an error's flush writes).
     pub fn create(nic: &EmuNic, pd: u32, format: QueueFormat, log_wqe_cnt: u32, alloc: &dyn Allocator) -> Result<EmuFamilyQp, NicError> {
         let io = |e: std::io::Error| NicError::BadArgument(format!("queue memory: {e}"));
+        // The ionic gate, as on hardware: the version the NIC presents, or
+        // no queue (crate::provider::gates).
+        let wqe_abi = match format {
+            QueueFormat::Ionic => crate::provider::gates::ionic_wqe_abi(nic.name(), nic.ionic_abi() as i64)
+                .map_err(|e| NicError::BadArgument(e.message().to_string()))?,
+            QueueFormat::Bnxt => 0,
+        };
         // bnxt_re: the MSN table right after the ring, one entry per WQE.
         let ring = format.wqe_stride() << log_wqe_cnt;
         let msn = if format == QueueFormat::Bnxt { 8 << log_wqe_cnt } else { 0 };
@@ -46,7 +56,7 @@ impl EmuFamilyQp {
         let qpn = unsafe { nic.create_family_qp(spec)? };
         let doorbell = nic.host_doorbell(qpn)?;
         let path_mtu = if msn > 0 { nic.mtu() as u32 } else { 0 };
-        Ok(EmuFamilyQp { nic: nic.clone(), format, qpn, cqn, page, log_wqe_cnt, path_mtu, sq, cq, state, doorbell })
+        Ok(EmuFamilyQp { nic: nic.clone(), format, qpn, cqn, page, log_wqe_cnt, path_mtu, wqe_abi, sq, cq, state, doorbell })
     }
 
     /// INIT -> RTR (towards `remote`) -> RTS.
@@ -76,6 +86,7 @@ impl EmuFamilyQp {
             cq_phase: crate::bnxt::wire::CQ_START_PHASE,
             host_doorbell: self.doorbell.addr(),
             path_mtu: self.path_mtu,
+            wqe_abi: self.wqe_abi,
             ..Default::default()
         }
     }

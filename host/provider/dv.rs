@@ -133,6 +133,30 @@ pub struct BnxtDbRegion {
     pub dbr: usize,
 }
 
+/// The head of libbnxt_re's `struct bnxt_re_context` after its
+/// `verbs_context` (providers/bnxt_re/main.h:266-277 at PR 1654, unchanged
+/// on master 691953d8 main.h:257-268): `udpi.dbpage` checks the layout
+/// against `bnxt_re_dv_get_default_db_region` (which returns that pointer,
+/// dv.c:65), `wqe_mode` is the ucontext response's mode (main.c:222-223).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BnxtCtxPrivate {
+    pub dbpage: usize,
+    pub wqe_mode: u32,
+}
+
+/// The head of libionic's `struct ionic_ctx` after its `verbs_context`
+/// (providers/ionic/ionic.h:89-100 at PR 1771, the same since the provider
+/// was added, 6d82ac7b): `version` is the alloc-ucontext response's
+/// (ionic.c:54); the queue types check the layout against `ionic_dv_get_ctx`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IonicCtxPrivate {
+    pub pg_shift: u32,
+    pub version: i32,
+    pub sq_qtype: u8,
+    pub rq_qtype: u8,
+    pub cq_qtype: u8,
+}
+
 /// `struct bnxt_re_dv_qp_init_attr` as this provider fills it (PR 1654
 /// bnxt_re_dv.h:58-81); the CQ and PD are passed alongside.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -236,6 +260,9 @@ pub trait DvPlatform: Send + Sync {
     fn bnxt_free_user_buf(&self, buf: Handle);
     /// `bnxt_re_dv_get_default_db_region`.
     fn bnxt_default_db_region(&self, ctx: Handle) -> io::Result<BnxtDbRegion>;
+    /// What libbnxt_re keeps of the ucontext response that no direct verb
+    /// reports: the WQE mode (gates.rs).
+    fn bnxt_ctx_private(&self, ctx: Handle) -> io::Result<BnxtCtxPrivate>;
     /// `bnxt_re_dv_create_cq` over `ncqe` CQEs at `offset` of `umem`.
     fn bnxt_create_cq(&self, ctx: Handle, umem: Handle, offset: u64, ncqe: u32) -> io::Result<Handle>;
     /// The CQ's id as its doorbell names it: rdma-core's PR has no call for
@@ -258,6 +285,9 @@ pub trait DvPlatform: Send + Sync {
     /// `ionic_dv_qp_set_gda(qp, send, recv)`.
     fn ionic_qp_set_gda(&self, qp: Handle, send: bool, recv: bool) -> io::Result<()>;
     fn ionic_get_ctx(&self, ctx: Handle) -> io::Result<IonicDvCtx>;
+    /// What libionic keeps of the alloc-ucontext response that no direct
+    /// verb reports: the firmware WQE ABI version (gates.rs).
+    fn ionic_ctx_private(&self, ctx: Handle) -> io::Result<IonicCtxPrivate>;
     fn ionic_qp_get_udma_idx(&self, qp: Handle) -> io::Result<u8>;
     fn ionic_get_cq(&self, cq: Handle, udma_idx: u8) -> io::Result<IonicDvQueue>;
     /// (rq, sq).
@@ -540,6 +570,9 @@ pub(crate) struct QpParts {
     pub sq_db: u64,
     pub cq_db: u64,
     pub cq_phase: u32,
+    /// ionic: the firmware WQE ABI version the queue is written with
+    /// (gates::ionic_wqe_abi); 0 for bnxt_re.
+    pub wqe_abi: u32,
 }
 
 /// An RC queue pair of bnxt_re or ionic with its CQ, connected through
@@ -677,6 +710,8 @@ impl NicQp {
             path_mtu: self.path_mtu.load(Ordering::Acquire),
             flush_rkey: 0,
             flush_raddr: 0,
+            wqe_abi: p.wqe_abi,
+            rsvd0: 0,
         }
     }
 }
@@ -754,6 +789,7 @@ impl DvProvider {
         super::check_dev(dev, self.names.len())?;
         let name = &self.names[dev];
         let ctx = Arc::new(DvContext::open(&self.platform, self.family, name, &self.config)?);
+        super::gates::check_firmware(self.family, name, ctx.attr.fw_ver.as_str(), self.config.fw_check)?;
         let memory = match mode {
             MemoryMode::Gpu => Memory::Gpu(self.platform.open_gpu().map_err(|e| {
                 Error::System(format!("{name}: queue memory and doorbells for the GPU: {}", e.message()))

@@ -9,7 +9,10 @@
 //! UNVERIFIED: never run against a bnxt_re or ionic device (none here).
 
 use super::bnxt::ffi as bffi;
-use super::dv::{BnxtDbRegion, BnxtQpInit, DeviceEntry, DomainMemory, DvPlatform, IonicDvCtx, IonicDvQueue, IonicQpInit, QpTransition};
+use super::dv::{
+    BnxtCtxPrivate, BnxtDbRegion, BnxtQpInit, DeviceEntry, DomainMemory, DvPlatform, IonicCtxPrivate, IonicDvCtx, IonicDvQueue,
+    IonicQpInit, QpTransition,
+};
 use super::ionic::ffi as iffi;
 use super::mlx5::addr::GidType;
 use super::mlx5::platform::{DeviceAttr, GpuAccess, Handle, MrKeys, OpenFailure, Platform, PortAttr, RdmaCore};
@@ -259,6 +262,23 @@ impl DvPlatform for RdmaCoreDv {
         rc(unsafe { f(ptr(ctx), &mut out) })?;
         Ok(BnxtDbRegion { dpi: out.dpi, dbr: out.dbr })
     }
+    fn bnxt_ctx_private(&self, ctx: Handle) -> io::Result<BnxtCtxPrivate> {
+        // `struct bnxt_re_context` begins with its `verbs_context`, whose
+        // last field is the `ibv_context` the handle points at (verbs.h:
+        // "Must be last field in the struct"), so the provider's own fields
+        // start right after it: rdev @0, dev_id @8, max_qp @12, cctx @16
+        // (6 bytes), comp_mask @24, max_srq @32, udpi @40 {dpindx, wcdpi,
+        // dbpage @48, wcdbpg}, shpg @64, wqe_mode @72 (main.h:266-277 at PR
+        // 1654). The caller checks dbpage against the direct verb's.
+        let base = ptr::<v::ibv_context>(ctx) as usize + std::mem::size_of::<v::ibv_context>();
+        // SAFETY: a live libbnxt_re context, which is at least this long.
+        unsafe {
+            Ok(BnxtCtxPrivate {
+                dbpage: std::ptr::read_unaligned((base + 48) as *const usize),
+                wqe_mode: std::ptr::read_unaligned((base + 72) as *const u32),
+            })
+        }
+    }
     fn bnxt_create_cq(&self, ctx: Handle, umem: Handle, offset: u64, ncqe: u32) -> io::Result<Handle> {
         // SAFETY: the declared signature of the symbol.
         let f: bffi::CreateCq = unsafe { func(LIBBNXT_RE, "bnxt_re_dv_create_cq")? };
@@ -391,6 +411,26 @@ impl DvPlatform for RdmaCoreDv {
             rq_qtype: o.rq_qtype,
             cq_qtype: o.cq_qtype,
         })
+    }
+    fn ionic_ctx_private(&self, ctx: Handle) -> io::Result<IonicCtxPrivate> {
+        // `struct ionic_ctx` begins with its `verbs_context`, whose last
+        // field is the `ibv_context` the handle points at, so libionic's own
+        // fields start right after it: spec @0, pg_shift @4, version @8,
+        // opcodes @12, sq/rq/cq_qtype @13..16 (ionic.h:89-100 at PR 1771).
+        // No direct verb reports the version; the caller checks the layout
+        // against ionic_dv_get_ctx's queue types.
+        let base = ptr::<v::ibv_context>(ctx) as usize + std::mem::size_of::<v::ibv_context>();
+        // SAFETY: a live libionic context, which is at least this long.
+        unsafe {
+            let b = |at: usize| std::ptr::read((base + at) as *const u8);
+            Ok(IonicCtxPrivate {
+                pg_shift: std::ptr::read_unaligned((base + 4) as *const u32),
+                version: std::ptr::read_unaligned((base + 8) as *const i32),
+                sq_qtype: b(13),
+                rq_qtype: b(14),
+                cq_qtype: b(15),
+            })
+        }
     }
     fn ionic_qp_get_udma_idx(&self, qp: Handle) -> io::Result<u8> {
         // SAFETY: the declared signature of the symbol.

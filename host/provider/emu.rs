@@ -85,6 +85,7 @@ pub struct EmuProvider {
     read_data_delay: Option<Duration>,
     qps_per_uar: u32,
     family: NicFamily,
+    ionic_abi: u16,
 }
 
 impl EmuProvider {
@@ -98,6 +99,7 @@ impl EmuProvider {
             read_data_delay: (config.emu_read_delay_us > 0).then(|| Duration::from_micros(config.emu_read_delay_us)),
             qps_per_uar: config.qps_per_uar,
             family: config.emu_family,
+            ionic_abi: config.emu_ionic_abi,
         })
     }
 }
@@ -144,6 +146,7 @@ impl Provider for EmuProvider {
                     (EmuProgress::Thread, Some(n)) => Some(shared_poller(&self.fabric, n)),
                     _ => None,
                 },
+                ionic_abi: self.ionic_abi,
             })
             .map_err(|e| Error::System(format!("emulated NIC: {e}")))?;
         if self.progress == EmuProgress::Thread {

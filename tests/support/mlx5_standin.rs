@@ -380,6 +380,7 @@ impl Platform for StandIn {
             max_qp_rd_atom: 16,
             max_qp_init_rd_atom: 16,
             max_qp: 131_072,
+            fw_ver: rccl_rust_gin::provider::mlx5::platform::FwVer::new("16.35.2000"),
         })
     }
 

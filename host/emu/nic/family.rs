@@ -192,9 +192,45 @@ fn decode_bnxt(b: &[u8]) -> Result<Decoded<'_>, wqe::WqeError> {
     Ok(Decoded { op, signaled: w.flags & bw::flags::SIGNALED != 0, fence, opcode: w.opcode })
 }
 
-/// An ionic (firmware ABI 2) 64-byte WQE at free-running index `i` of a ring
-/// of `depth`: its colour must be the ring pass's.
-fn decode_ionic(b: &[u8], i: u64, depth: u32) -> Result<Decoded<'_>, wqe::WqeError> {
+/// What an ionic opcode means under firmware WQE ABI `abi` (1: enum
+/// ionic_v1_op; 2 and later: enum ionic_v2_op). The tables overlap: 0x04 and
+/// 0x05 are v2's atomics and v1's WRITE and WRITE_IMM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum IonicOp {
+    Write,
+    WriteImm,
+    Read,
+    FetchAdd,
+    CompareSwap,
+    Other,
+}
+
+fn ionic_op(op: u8, abi: u16) -> IonicOp {
+    if abi < 2 {
+        match op {
+            iw::op_v1::RDMA_WRITE => IonicOp::Write,
+            iw::op_v1::RDMA_WRITE_IMM => IonicOp::WriteImm,
+            iw::op_v1::RDMA_READ => IonicOp::Read,
+            iw::op_v1::ATOMIC_FA => IonicOp::FetchAdd,
+            iw::op_v1::ATOMIC_CS => IonicOp::CompareSwap,
+            _ => IonicOp::Other,
+        }
+    } else {
+        match op {
+            iw::op_v2::RDMA_WRITE => IonicOp::Write,
+            iw::op_v2::RDMA_WRITE_IMM => IonicOp::WriteImm,
+            iw::op_v2::RDMA_READ => IonicOp::Read,
+            iw::op_v2::ATOMIC_FA => IonicOp::FetchAdd,
+            iw::op_v2::ATOMIC_CS => IonicOp::CompareSwap,
+            _ => IonicOp::Other,
+        }
+    }
+}
+
+/// An ionic 64-byte WQE at free-running index `i` of a ring of `depth`,
+/// read as a NIC whose firmware WQE ABI is `abi`: its colour must be the
+/// ring pass's.
+fn decode_ionic(b: &[u8], i: u64, depth: u32, abi: u16) -> Result<Decoded<'_>, wqe::WqeError> {
     let w = iw::Wqe::parse(b);
     if u32::from(w.flags & iw::flags::COLOR != 0) != iw::color_for(i, depth) {
         return Err(refuse(syndrome::LOCAL_QP_OP_ERR, "ionic: WQE colour is not this ring pass's", w.op));
@@ -216,9 +252,10 @@ fn decode_ionic(b: &[u8], i: u64, depth: u32) -> Result<Decoded<'_>, wqe::WqeErr
     };
     let inline = w.flags & iw::flags::INL != 0;
     let (raddr, rkey) = (w.remote_va, w.rkey);
-    let op = match w.op {
-        iw::op_v2::RDMA_WRITE | iw::op_v2::RDMA_WRITE_IMM => {
-            let imm = (w.op == iw::op_v2::RDMA_WRITE_IMM).then_some(w.imm_be);
+    let iop = ionic_op(w.op, abi);
+    let op = match iop {
+        IonicOp::Write | IonicOp::WriteImm => {
+            let imm = (iop == IonicOp::WriteImm).then_some(w.imm_be);
             if inline {
                 let len = w.word28 as usize;
                 if len > iw::PLD_BYTES {
@@ -229,16 +266,24 @@ fn decode_ionic(b: &[u8], i: u64, depth: u32) -> Result<Decoded<'_>, wqe::WqeErr
                 WqeOp::Write { raddr, rkey, gather: sges(w.num_sge_key)?, inline: None, imm }
             }
         }
-        iw::op_v2::RDMA_READ if !inline => WqeOp::Read { raddr, rkey, scatter: sges(w.num_sge_key)? },
-        iw::op_v2::ATOMIC_FA | iw::op_v2::ATOMIC_CS if !inline => {
+        IonicOp::Read if !inline => WqeOp::Read { raddr, rkey, scatter: sges(w.num_sge_key)? },
+        IonicOp::FetchAdd | IonicOp::CompareSwap if !inline => {
             let t = |off: usize| off - iw::PLD_OFFSET;
             let swap_add = ((w.word28 as u64) << 32) | be32(tail, t(iw::off::SWAP_ADD_LOW)) as u64;
             let compare =
                 ((be32(tail, t(iw::off::COMPARE_HIGH)) as u64) << 32) | be32(tail, t(iw::off::COMPARE_LOW)) as u64;
-            let lkey = be32(tail, t(iw::off::ATOMIC_LKEY));
-            let va = t(iw::off::ATOMIC_LOCAL_VA);
-            let addr = u64::from_be_bytes(tail[va..va + 8].try_into().expect("8 bytes"));
-            let kind = if w.op == iw::op_v2::ATOMIC_CS { AtomicKind::CompareSwap } else { AtomicKind::FetchAdd };
+            // v2: lkey @44, local_va @48; v1: the result's SGE at @48.
+            let (lkey, addr) = if abi < 2 {
+                let s = t(iw::off::ATOMIC_V1_SGE);
+                if be32(tail, s + iw::off::SGE_LEN) != 8 {
+                    return Err(refuse(syndrome::LOCAL_LENGTH_ERR, "ionic v1: atomic result SGE is not 8 bytes", w.op));
+                }
+                (be32(tail, s + iw::off::SGE_LKEY), u64::from_be_bytes(tail[s..s + 8].try_into().expect("8 bytes")))
+            } else {
+                let va = t(iw::off::ATOMIC_LOCAL_VA);
+                (be32(tail, t(iw::off::ATOMIC_LKEY)), u64::from_be_bytes(tail[va..va + 8].try_into().expect("8 bytes")))
+            };
+            let kind = if iop == IonicOp::CompareSwap { AtomicKind::CompareSwap } else { AtomicKind::FetchAdd };
             WqeOp::Atomic { kind, raddr, rkey, swap_add, compare, result: Sge { addr, len: 8, lkey } }
         }
         _ => return Err(refuse(syndrome::LOCAL_QP_OP_ERR, "ionic: opcode not supported", w.op)),
@@ -404,7 +449,7 @@ impl Inner {
             let (index, state, ci) = (qp.ci as u16, qp.state, qp.ci);
             let decoded = match format {
                 QueueFormat::Bnxt => decode_bnxt(&buf[..stride]),
-                QueueFormat::Ionic => decode_ionic(&buf[..stride], ci, 1 << log),
+                QueueFormat::Ionic => decode_ionic(&buf[..stride], ci, 1 << log, self.config.ionic_abi),
             };
             let qp = st.qps.get_mut(&qpn).expect("qp");
             progress = true;

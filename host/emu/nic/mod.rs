@@ -72,11 +72,16 @@ pub struct NicConfig {
     /// The polling thread this NIC shares with others (start_polling);
     /// None: a thread of its own.
     pub poller: Option<Arc<Poller>>,
+    /// ionic: the firmware WQE ABI version this NIC presents (the
+    /// alloc-ucontext response's `version` on a Pollara). Its send queues
+    /// decode opcodes and atomic bodies with that version's table, as the
+    /// firmware does, whatever the producer meant.
+    pub ionic_abi: u16,
 }
 
 impl Default for NicConfig {
     fn default() -> Self {
-        NicConfig { name: "emu0".into(), mtu: 4096, read_data_delay: None, poller: None }
+        NicConfig { name: "emu0".into(), mtu: 4096, read_data_delay: None, poller: None, ionic_abi: 2 }
     }
 }
 
@@ -474,6 +479,11 @@ impl EmuNic {
         self.0.inner.node.load(Ordering::Relaxed)
     }
     /// The largest payload of one packet (the path MTU of its QPs).
+    /// ionic: the firmware WQE ABI version this NIC presents.
+    pub fn ionic_abi(&self) -> u16 {
+        self.0.inner.config.ionic_abi
+    }
+
     pub fn mtu(&self) -> usize {
         self.0.inner.config.mtu
     }

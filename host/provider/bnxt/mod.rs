@@ -88,8 +88,31 @@ impl BnxtOps {
         let r = ctx.platform.bnxt_default_db_region(ctx.ctx.handle()).map_err(|e| {
             Error::System(format!("{}: bnxt_re_dv_get_default_db_region: {e} (libbnxt_re without direct verbs?)", ctx.name))
         })?;
+        wqe_mode_gate(ctx, &r)?;
         Ok(BnxtOps { db: Arc::new(DoorbellPage::map(memory, r.dbr, &ctx.name)?), db_cpu: r.dbr })
     }
+}
+
+/// The context's WQE mode (the ucontext response's `mode`, which libbnxt_re
+/// keeps in its private context and no direct verb reports), read where
+/// main.h puts it and trusted only when the doorbell page beside it is the
+/// one bnxt_re_dv_get_default_db_region returned; then gated
+/// (gates::bnxt_wqe_mode): static, else the NIC is refused.
+fn wqe_mode_gate(ctx: &DvContext, r: &super::dv::BnxtDbRegion) -> Result<()> {
+    let name = &ctx.name;
+    let p = ctx
+        .platform
+        .bnxt_ctx_private(ctx.ctx.handle())
+        .map_err(|e| Error::System(format!("{name}: reading libbnxt_re's WQE mode: {e}")))?;
+    if p.dbpage != r.dbr || p.wqe_mode > crate::provider::gates::BNXT_WQE_MODE_VARIABLE {
+        return Err(Error::System(format!(
+            "{name}: libbnxt_re's context does not have the layout of rdma-core PR 1654's main.h (doorbell page {:#x}              where bnxt_re_dv_get_default_db_region says {:#x}, WQE mode {}), so its WQE mode cannot be read;              refusing rather than guess it (docs/nic-families.md, \"Firmware and ABI gates\")",
+            p.dbpage, r.dbr, p.wqe_mode
+        )));
+    }
+    crate::provider::gates::bnxt_wqe_mode(name, p.wqe_mode)?;
+    crate::info_line!(INIT, "{name}: bnxt_re context in static WQE mode");
+    Ok(())
 }
 
 /// A ring's memory described to the NIC: its `ibv_buf`, and the dma-buf
@@ -204,6 +227,7 @@ impl FamilyOps for BnxtOps {
             sq_db: db,
             cq_db: db,
             cq_phase: wire::CQ_START_PHASE,
+            wqe_abi: 0,
         };
         NicQp::new(ctx, parts, vec![sq_ring, rq_ring, cq_ring], alloc.as_ref(), traffic_class)
     }

@@ -107,6 +107,8 @@ pub(crate) struct IonicOps {
     domain: Arc<Obj>,
     pool: Arc<RingPool>,
     dv: IonicDvCtx,
+    /// The firmware WQE ABI version the device writes (gates.rs).
+    wqe_abi: u32,
     creating: Mutex<()>,
 }
 
@@ -135,8 +137,9 @@ impl IonicOps {
         let dv = p.ionic_get_ctx(ctx.ctx.handle()).map_err(|e| {
             Error::System(format!("{name}: ionic_dv_get_ctx: {e} (libionic without rdma-core PR 1771's direct verbs?)"))
         })?;
+        let wqe_abi = wqe_abi_of(ctx, &dv)?;
         let db = Arc::new(DoorbellPage::map(memory, dv.db_page, name)?);
-        Ok(IonicOps { db, domain, pool, dv, creating: Mutex::new(()) })
+        Ok(IonicOps { db, domain, pool, dv, wqe_abi, creating: Mutex::new(()) })
     }
 
     fn doorbell(&self, qtype: u8) -> u64 {
@@ -153,6 +156,27 @@ impl IonicOps {
             ))
         })
     }
+}
+
+/// The firmware WQE ABI version of the context (the alloc-ucontext
+/// response's `version`, which libionic keeps in its private context and no
+/// direct verb reports), read where ionic.h puts it and trusted only when
+/// the queue types beside it are the ones ionic_dv_get_ctx reported; then
+/// gated (gates::ionic_wqe_abi): 1 or 2, else the NIC is refused.
+fn wqe_abi_of(ctx: &DvContext, dv: &IonicDvCtx) -> Result<u32> {
+    let name = &ctx.name;
+    let p = ctx.platform.ionic_ctx_private(ctx.ctx.handle()).map_err(|e| {
+        Error::System(format!("{name}: reading libionic's firmware WQE ABI version: {e}"))
+    })?;
+    if (p.sq_qtype, p.rq_qtype, p.cq_qtype) != (dv.sq_qtype, dv.rq_qtype, dv.cq_qtype) || !(12..=21).contains(&p.pg_shift) {
+        return Err(Error::System(format!(
+            "{name}: libionic's context does not have the layout of rdma-core PR 1771's ionic.h (queue types {}/{}/{}              and page shift {} where ionic_dv_get_ctx says {}/{}/{}), so its firmware WQE ABI version cannot be read;              refusing rather than guess the opcode table (docs/nic-families.md, \"Firmware and ABI gates\")",
+            p.sq_qtype, p.rq_qtype, p.cq_qtype, p.pg_shift, dv.sq_qtype, dv.rq_qtype, dv.cq_qtype
+        )));
+    }
+    let v = crate::provider::gates::ionic_wqe_abi(name, p.version as i64)?;
+    crate::info_line!(INIT, "{name}: ionic firmware WQE ABI version {v}: WQEs use the v{v} opcode table");
+    Ok(v)
 }
 
 fn check_queue(name: &str, what: &str, q: &IonicDvQueue, stride_log2: u8, at_least: u32) -> Result<u32> {
@@ -234,6 +258,7 @@ impl FamilyOps for IonicOps {
             sq_db: self.doorbell(self.dv.sq_qtype),
             cq_db: self.doorbell(self.dv.cq_qtype),
             cq_phase: 0,
+            wqe_abi: self.wqe_abi,
         };
         NicQp::new(ctx, parts, Vec::new(), self.pool.alloc.as_ref(), traffic_class)
     }

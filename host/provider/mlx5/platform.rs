@@ -39,6 +39,38 @@ pub struct DeviceAttr {
     pub max_qp_init_rd_atom: i32,
     /// Queue pairs the device offers (verbs `max_qp`).
     pub max_qp: i32,
+    /// The firmware version string (verbs `fw_ver`), for the firmware gate
+    /// (provider/gates.rs).
+    pub fw_ver: FwVer,
+}
+
+/// `ibv_device_attr.fw_ver`: up to 64 bytes, NUL-terminated.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct FwVer(pub [u8; 64]);
+
+impl FwVer {
+    pub fn new(s: &str) -> FwVer {
+        let mut b = [0u8; 64];
+        let n = s.len().min(63);
+        b[..n].copy_from_slice(&s.as_bytes()[..n]);
+        FwVer(b)
+    }
+    pub fn as_str(&self) -> &str {
+        let n = self.0.iter().position(|&c| c == 0).unwrap_or(self.0.len());
+        std::str::from_utf8(&self.0[..n]).unwrap_or("(not UTF-8)")
+    }
+}
+
+impl Default for FwVer {
+    fn default() -> Self {
+        FwVer([0; 64])
+    }
+}
+
+impl std::fmt::Debug for FwVer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.as_str())
+    }
 }
 
 /// `ibv_atomic_cap::IBV_ATOMIC_NONE`.
@@ -318,6 +350,7 @@ impl Platform for RdmaCore {
             max_qp_rd_atom: a.max_qp_rd_atom,
             max_qp_init_rd_atom: a.max_qp_init_rd_atom,
             max_qp: a.max_qp,
+            fw_ver: FwVer(a.fw_ver.map(|c| c as u8)),
         })
     }
 

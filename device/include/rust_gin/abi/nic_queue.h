@@ -45,6 +45,15 @@ typedef struct rust_gin_nic_sq {
   uint32_t path_mtu;
   uint32_t flush_rkey;
   uint64_t flush_raddr;
+  /* ionic: the firmware's WQE ABI version (the alloc-ucontext response's
+   * `version`, libionic's ctx->version), which picks the opcode table and
+   * the atomic body: 1 writes enum ionic_v1_op and ionic_v1_atomic_bdy, 2
+   * the v2 ones. The two tables overlap (v2's FETCH_ADD 0x05 is v1's
+   * WRITE_IMM), so the host sets it from the NIC and refuses any other
+   * version (docs/nic-families.md, "Firmware and ABI gates"). 0: 2 (a
+   * descriptor built by hand in a test). bnxt_re: unused. */
+  uint32_t wqe_abi;
+  uint32_t rsvd0;
 } rust_gin_nic_sq;
 
 #endif

@@ -5,7 +5,11 @@
 //
 // - One 64-byte WQE per ticket; its colour (the SQ's pass parity) is in its
 //   flags, its index is the ring position.
-// - Version-2 opcodes (firmware ABI 2); version 1 is not supported yet.
+// - The opcodes and atomic body of the firmware's WQE ABI version, which
+//   the host read from the NIC (rust_gin_nic_sq.wqe_abi): version 1 writes
+//   enum ionic_v1_op and ionic_v1_atomic_bdy (the result's SGE at @48),
+//   version 2 the v2 ones (lkey @44, local_va @48). The tables overlap, so
+//   a v2 FETCH_ADD on a v1 NIC would run as a WRITE_IMM.
 // - No doorbell record: the doorbell (qid << 24 | next free index) carries
 //   the index; WQEs are made visible by a system-scope release before it.
 //   The QP must be in GDA mode for the GPU's doorbell to count (host side).
@@ -36,19 +40,24 @@ RG_INLINE bool request_valid(const Request& r) { return queue::request_valid_wit
 
 // The 64-byte WQE for `r` at ring position `idx` with pass colour `color`:
 // the bytes ionic/wire.h's builders (wqe_rdma, wqe_write_inline8,
-// wqe_atomic_v2) make, computed 16 bytes at a time by selects and handed to
-// `store(i, quad)` as soon as each exists (as mlx5's emit_wqe).
+// wqe_atomic_v1/v2) make, computed 16 bytes at a time by selects and handed
+// to `store(i, quad)` as soon as each exists (as mlx5's emit_wqe). `v1`: the
+// NIC's firmware WQE ABI is version 1.
 typedef uint32_t Quad __attribute__((vector_size(16)));
+RG_INLINE uint8_t opcode_of(uint8_t op, bool v1) {
+  typedef uint8_t U;
+  return op == queue::OP_ATOMIC_FA        ? (v1 ? U{V1_OP_ATOMIC_FA} : U{V2_OP_ATOMIC_FA})
+         : op == queue::OP_ATOMIC_CS      ? (v1 ? U{V1_OP_ATOMIC_CS} : U{V2_OP_ATOMIC_CS})
+         : op == queue::OP_RDMA_READ      ? (v1 ? U{V1_OP_RDMA_READ} : U{V2_OP_RDMA_READ})
+         : op == queue::OP_RDMA_WRITE_IMM ? (v1 ? U{V1_OP_RDMA_WRITE_IMM} : U{V2_OP_RDMA_WRITE_IMM})
+                                          : (v1 ? U{V1_OP_RDMA_WRITE} : U{V2_OP_RDMA_WRITE});
+}
 template <typename Store>
-RG_INLINE void emit_wqe(const Request& r, uint16_t idx, uint32_t color, bool cq_update, Store store) {
+RG_INLINE void emit_wqe(const Request& r, uint16_t idx, uint32_t color, bool cq_update, bool v1, Store store) {
   const uint8_t op = r.opcode;
   const bool atomic = op == queue::OP_ATOMIC_FA || op == queue::OP_ATOMIC_CS;
   const bool inl = (r.flags & queue::REQ_INLINE) && op == queue::OP_RDMA_WRITE;
-  const uint8_t iop = op == queue::OP_ATOMIC_FA       ? V2_OP_ATOMIC_FA
-                      : op == queue::OP_ATOMIC_CS     ? V2_OP_ATOMIC_CS
-                      : op == queue::OP_RDMA_READ     ? V2_OP_RDMA_READ
-                      : op == queue::OP_RDMA_WRITE_IMM ? V2_OP_RDMA_WRITE_IMM
-                                                      : V2_OP_RDMA_WRITE;
+  const uint8_t iop = opcode_of(op, v1);
   uint16_t f = wqe_flags_of(r, cq_update);
   f = atomic ? static_cast<uint16_t>(f & ~(FLAG_INL | FLAG_SOL)) : inl ? static_cast<uint16_t>(f | FLAG_INL) : f;
   f = wqe_flags(f, color);
@@ -61,11 +70,15 @@ RG_INLINE void emit_wqe(const Request& r, uint16_t idx, uint32_t color, bool cq_
   const uint64_t va = bswap64(r.laddr);
   uint64_t value = r.operand0;
   if (r.length < 8) value &= (uint64_t{1} << (8 * r.length)) - 1;
+  // Atomics: v2 keeps lkey @44 and local_va @48; v1 leaves @44 reserved
+  // and puts the result's SGE (va, len 8, lkey) at @48.
   store(2, atomic ? Quad{bswap32(static_cast<uint32_t>(r.operand0)), bswap32(static_cast<uint32_t>(compare >> 32)),
-                         bswap32(static_cast<uint32_t>(compare)), bswap32(r.lkey)}
+                         bswap32(static_cast<uint32_t>(compare)), v1 ? 0u : bswap32(r.lkey)}
            : inl ? Quad{static_cast<uint32_t>(value), static_cast<uint32_t>(value >> 32), 0, 0}
                  : Quad{static_cast<uint32_t>(va), static_cast<uint32_t>(va >> 32), bswap32(r.length), bswap32(r.lkey)});
-  store(3, atomic ? Quad{static_cast<uint32_t>(va), static_cast<uint32_t>(va >> 32), 0, 0} : Quad{0, 0, 0, 0});
+  store(3, atomic ? Quad{static_cast<uint32_t>(va), static_cast<uint32_t>(va >> 32), v1 ? bswap32(8u) : 0u,
+                         v1 ? bswap32(r.lkey) : 0u}
+                  : Quad{0, 0, 0, 0});
 }
 
 struct Family : queue::NicSqFamily<Family> {
@@ -73,10 +86,20 @@ struct Family : queue::NicSqFamily<Family> {
   // read as an empty one: one WQE stays free, as rdma-core's ionic_queue_full
   // keeps it ((prod + 1) & mask == cons). tests/emu_families.rs hangs without.
   static constexpr uint32_t kRingSlack = 1;
+  // The batch's read of the descriptor (queue/nic_family.h) plus the
+  // firmware WQE ABI version the host read from the NIC.
+  struct Slots {
+    uint64_t buf;
+    uint32_t log;
+    bool v1;
+  };
+  RG_INLINE static Slots slots(const Desc* d) {
+    return Slots{load_invariant(&d->wqe_buf), load_invariant(&d->log_wqe_cnt), load_invariant(&d->wqe_abi) == 1};
+  }
   RG_INLINE static void write(const Slots& s, uint64_t index, const Request& r, bool cq_update) {
     const uint64_t slot = index & mask(s.log);
     Quad* dst = reinterpret_cast<Quad*>(s.buf + slot * WQE_BYTES);
-    emit_wqe(r, static_cast<uint16_t>(slot), color_for(index, 1u << s.log), cq_update,
+    emit_wqe(r, static_cast<uint16_t>(slot), color_for(index, 1u << s.log), cq_update, s.v1,
              [dst](unsigned i, const Quad& q) { dst[i] = q; });
   }
 
