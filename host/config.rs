@@ -87,7 +87,7 @@ pub struct Config {
     /// The firmware WQE ABI version an emulated ionic NIC presents.
     pub emu_ionic_abi: u16,
     /// What a NIC firmware below the known-needed versions does.
-    pub fw_check: crate::provider::gates::FwCheck,
+    pub fw_check: crate::nic::gates::FwCheck,
     pub nic_filter: Option<String>,
     pub ib_port: u8,
     pub gid_index: i32,
@@ -127,7 +127,7 @@ impl Default for Config {
             emu_read_delay_us: 0,
             emu_family: crate::nic::NicFamily::Mlx5,
             emu_ionic_abi: 2,
-            fw_check: crate::provider::gates::FwCheck::Warn,
+            fw_check: crate::nic::gates::FwCheck::Warn,
             nic_filter: None,
             ib_port: 1,
             gid_index: -1,
@@ -254,9 +254,9 @@ impl Config {
         }
         if let Some(v) = get("RCCL_RUST_GIN_FW_CHECK") {
             c.fw_check = match v.as_str() {
-                "warn" => crate::provider::gates::FwCheck::Warn,
-                "refuse" => crate::provider::gates::FwCheck::Refuse,
-                "off" => crate::provider::gates::FwCheck::Off,
+                "warn" => crate::nic::gates::FwCheck::Warn,
+                "refuse" => crate::nic::gates::FwCheck::Refuse,
+                "off" => crate::nic::gates::FwCheck::Off,
                 _ => return Err(Error::InvalidArgument(format!("RCCL_RUST_GIN_FW_CHECK={v:?}: use warn, refuse or off"))),
             };
         }

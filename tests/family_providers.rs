@@ -32,7 +32,7 @@ use rccl_rust_gin::provider::dv::{
     BnxtCtxPrivate, BnxtDbRegion, BnxtQpInit, DeviceEntry, DomainMemory, DvPlatform, DvProvider, Family, IonicCtxPrivate,
     IonicDvCtx, IonicDvQueue, IonicQpInit, QpTransition, VENDOR_BROADCOM, VENDOR_MELLANOX, VENDOR_PENSANDO,
 };
-use rccl_rust_gin::provider::gates::FwCheck;
+use rccl_rust_gin::nic::gates::FwCheck;
 use rccl_rust_gin::provider::mlx5::platform::FwVer;
 use rccl_rust_gin::provider::mlx5::addr::GidType;
 use rccl_rust_gin::provider::mlx5::platform::{DeviceAttr, DeviceMapping, GpuAccess, Handle, MrKeys, PortAttr};
@@ -878,7 +878,7 @@ fn a_failure_at_every_step_is_an_error_that_leaks_nothing() {
 }
 
 // ---------------------------------------------------------------------------
-// Firmware and ABI gates (provider/gates.rs; docs/nic-families.md)
+// Firmware and ABI gates (nic/gates.rs; docs/nic-families.md)
 // ---------------------------------------------------------------------------
 
 /// The ionic firmware WQE ABI version the context reports reaches every

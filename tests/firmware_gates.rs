@@ -1,12 +1,12 @@
-//! The firmware-version gate's parser and comparison (provider/gates.rs)
+//! The firmware-version gate's parser and comparison (nic/gates.rs)
 //! with the exact strings of mori#471 (shared/reference/anchors.md §8:
 //! AINIC >= 1.117.5-a-45; Thor2 237.1.137.x or 235.2.86.x) and the forms
 //! `ibv_query_device`'s fw_ver takes on each family. The provider-level gate
 //! (WARN / refuse / off, RCCL_RUST_GIN_FW_CHECK) is tested over the recording
 //! stand-in in tests/family_providers.rs.
 
-use rccl_rust_gin::provider::dv::Family;
-use rccl_rust_gin::provider::gates::{fw_compare, fw_shortfall, fw_tokens, ionic_wqe_abi, bnxt_wqe_mode, FwToken};
+use rccl_rust_gin::nic::NicFamily as Family;
+use rccl_rust_gin::nic::gates::{fw_compare, fw_shortfall, fw_tokens, ionic_wqe_abi, bnxt_wqe_mode, FwToken};
 use std::cmp::Ordering::*;
 
 #[test]

@@ -33,9 +33,9 @@ impl EmuFamilyQp {
     pub fn create(nic: &EmuNic, pd: u32, format: QueueFormat, log_wqe_cnt: u32, alloc: &dyn Allocator) -> Result<EmuFamilyQp, NicError> {
         let io = |e: std::io::Error| NicError::BadArgument(format!("queue memory: {e}"));
         // The ionic gate, as on hardware: the version the NIC presents, or
-        // no queue (crate::provider::gates).
+        // no queue (crate::nic::gates).
         let wqe_abi = match format {
-            QueueFormat::Ionic => crate::provider::gates::ionic_wqe_abi(nic.name(), nic.ionic_abi() as i64)
+            QueueFormat::Ionic => crate::nic::gates::ionic_wqe_abi(nic.name(), nic.ionic_abi() as i64)
                 .map_err(|e| NicError::BadArgument(e.message().to_string()))?,
             QueueFormat::Bnxt => 0,
         };

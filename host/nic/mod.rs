@@ -1,12 +1,13 @@
 //! What every layer says about a NIC, below both the emulated NIC and the
 //! providers: its family, the access rights of a registration, what it holds
-//! and what it counts. It depends on nothing in the crate but the ABI
-//! constants, so the emulator (host/emu/), which models a NIC, and the
+//! and what it counts, and the firmware and ABI gates both apply. It depends
+//! on nothing in the crate but the ABI constants, the wire formats and the
+//! error type, so the emulator (host/emu/), which models a NIC, and the
 //! providers (host/provider/), which drive one, share it without depending on
 //! each other's side.
-
 mod access;
 pub mod counters;
+pub mod gates;
 
 pub use access::Access;
 pub use counters::{CounterSnapshot, Counters};

@@ -54,6 +54,15 @@ impl Family {
         }
     }
 
+    /// The same family in the shared vocabulary (nic/).
+    pub fn nic(self) -> NicFamily {
+        match self {
+            Family::Mlx5 => NicFamily::Mlx5,
+            Family::Bnxt => NicFamily::Bnxt,
+            Family::Ionic => NicFamily::Ionic,
+        }
+    }
+
     pub fn kind(self) -> ProviderKind {
         match self {
             Family::Mlx5 => ProviderKind::Mlx5,
@@ -789,7 +798,7 @@ impl DvProvider {
         super::check_dev(dev, self.names.len())?;
         let name = &self.names[dev];
         let ctx = Arc::new(DvContext::open(&self.platform, self.family, name, &self.config)?);
-        super::gates::check_firmware(self.family, name, ctx.attr.fw_ver.as_str(), self.config.fw_check)?;
+        crate::nic::gates::check_firmware(self.family.nic(), name, ctx.attr.fw_ver.as_str(), self.config.fw_check)?;
         let memory = match mode {
             MemoryMode::Gpu => Memory::Gpu(self.platform.open_gpu().map_err(|e| {
                 Error::System(format!("{name}: queue memory and doorbells for the GPU: {}", e.message()))
@@ -922,11 +931,7 @@ impl Nic for DvNic {
         self.memory.allocator()
     }
     fn family(&self) -> NicFamily {
-        match self.ctx.family {
-            Family::Mlx5 => NicFamily::Mlx5,
-            Family::Bnxt => NicFamily::Bnxt,
-            Family::Ionic => NicFamily::Ionic,
-        }
+        self.ctx.family.nic()
     }
     /// The family's queue pair: the GIN operations post its own WQEs
     /// (gin/family.h) through its `rust_gin_nic_sq`.

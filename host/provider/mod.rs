@@ -12,7 +12,6 @@ pub mod dv;
 mod dv_sys;
 #[cfg(feature = "emu")]
 pub mod emu;
-pub mod gates;
 pub mod ionic;
 pub mod mlx5;
 

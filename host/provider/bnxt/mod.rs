@@ -104,13 +104,13 @@ fn wqe_mode_gate(ctx: &DvContext, r: &super::dv::BnxtDbRegion) -> Result<()> {
         .platform
         .bnxt_ctx_private(ctx.ctx.handle())
         .map_err(|e| Error::System(format!("{name}: reading libbnxt_re's WQE mode: {e}")))?;
-    if p.dbpage != r.dbr || p.wqe_mode > crate::provider::gates::BNXT_WQE_MODE_VARIABLE {
+    if p.dbpage != r.dbr || p.wqe_mode > crate::nic::gates::BNXT_WQE_MODE_VARIABLE {
         return Err(Error::System(format!(
             "{name}: libbnxt_re's context does not have the layout of rdma-core PR 1654's main.h (doorbell page {:#x}              where bnxt_re_dv_get_default_db_region says {:#x}, WQE mode {}), so its WQE mode cannot be read;              refusing rather than guess it (docs/nic-families.md, \"Firmware and ABI gates\")",
             p.dbpage, r.dbr, p.wqe_mode
         )));
     }
-    crate::provider::gates::bnxt_wqe_mode(name, p.wqe_mode)?;
+    crate::nic::gates::bnxt_wqe_mode(name, p.wqe_mode)?;
     crate::info_line!(INIT, "{name}: bnxt_re context in static WQE mode");
     Ok(())
 }

@@ -174,7 +174,7 @@ fn wqe_abi_of(ctx: &DvContext, dv: &IonicDvCtx) -> Result<u32> {
             p.sq_qtype, p.rq_qtype, p.cq_qtype, p.pg_shift, dv.sq_qtype, dv.rq_qtype, dv.cq_qtype
         )));
     }
-    let v = crate::provider::gates::ionic_wqe_abi(name, p.version as i64)?;
+    let v = crate::nic::gates::ionic_wqe_abi(name, p.version as i64)?;
     crate::info_line!(INIT, "{name}: ionic firmware WQE ABI version {v}: WQEs use the v{v} opcode table");
     Ok(v)
 }

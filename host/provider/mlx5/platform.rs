@@ -40,7 +40,7 @@ pub struct DeviceAttr {
     /// Queue pairs the device offers (verbs `max_qp`).
     pub max_qp: i32,
     /// The firmware version string (verbs `fw_ver`), for the firmware gate
-    /// (provider/gates.rs).
+    /// (nic/gates.rs).
     pub fw_ver: FwVer,
 }
 

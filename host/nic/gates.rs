@@ -5,6 +5,9 @@
 //! docs/nic-families.md, "Firmware and ABI gates", says what each reads and
 //! what is unverified on hardware.
 //!
+//! It lives in nic/, below the configuration (RCCL_RUST_GIN_FW_CHECK), the
+//! emulated NIC (which gates its ionic ABI the same way) and the providers.
+//!
 //! - ionic: the firmware WQE ABI version (the alloc-ucontext response's
 //!   `version`): 1 and 2 are written as the NIC says (rust_gin_nic_sq.wqe_abi
 //!   picks the opcode table and atomic body), any other is refused. rdma-core
@@ -19,7 +22,7 @@
 //!   235.2.86, AINIC 1.117.5-a-45; below them a WARN, or a refusal with
 //!   RCCL_RUST_GIN_FW_CHECK=refuse.
 
-use super::dv::Family;
+use super::NicFamily as Family;
 use crate::error::{Error, Result};
 use crate::ionic::wire as iw;
 use std::cmp::Ordering;
