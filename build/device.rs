@@ -19,6 +19,13 @@ const FAULTS: &[(&str, &str)] = &[
     ("missing_fence", "RUST_GIN_ISA_FAULT_MISSING_FENCE"),
     ("scratch", "RUST_GIN_ISA_FAULT_SCRATCH"),
     ("dropped_wait", "RUST_GIN_ISA_FAULT_DROPPED_WAIT"),
+    // The instruction-path counter's own test (tests/isa_path.rs): one more
+    // instruction on every post's path must be on the route it counts.
+    ("path_nop", "RUST_GIN_ISA_FAULT_PATH_NOP"),
+    // Plain loads of words the NIC writes, which the host build cannot tell
+    // from the scoped loads they replace (tests/isa_path.rs, NIC-written loads).
+    ("plain_cqe_load", "RUST_GIN_ISA_FAULT_PLAIN_CQE_LOAD"),
+    ("plain_signal_load", "RUST_GIN_ISA_FAULT_PLAIN_SIGNAL_LOAD"),
 ];
 
 /// The NIC families one at a time, with the mask gin/family.h takes. Every
@@ -97,6 +104,10 @@ fn compile_hsaco(tc: &Toolchain, t: &Target, out: &Path, families: u32, defines:
         cmd.arg(format!("-D{d}"));
     }
     code_object_version(&mut cmd, false);
+    // Line tables name the source (and the inlined call chain) of every
+    // instruction, which the instruction-path counter walks by; LLVM keeps
+    // debug info from changing the code it generates (docs/performance.md, "ISA path").
+    cmd.arg("-gline-tables-only");
     cmd.args(["--cuda-device-only", "--no-gpu-bundle-output", "-c"])
         .arg(manifest_dir().join(ISA_SOURCE))
         .arg("-o")
@@ -198,6 +209,7 @@ pub fn build() {
     let families: Vec<String> = FAMILIES.iter().map(|(f, m)| format!("{f}={m}")).collect();
     println!("cargo:rustc-env=RUST_GIN_ISA_FAMILIES={}", families.join(","));
     println!("cargo:rustc-env=RUST_GIN_DEVICE_DIR={}", root.display());
+    println!("cargo:rustc-env=RUST_GIN_LLVM_SYMBOLIZER={}", tc.tool("llvm-symbolizer").display());
     println!("cargo:rustc-env=RUST_GIN_DEVICE_BUILD_DIR={}", build_dir.display());
     println!("cargo:rustc-env=RUST_GIN_HIP_CLANG={}", tc.clang.display());
     println!("cargo:rustc-env=RUST_GIN_LLVM_OBJDUMP={}", tc.tool("llvm-objdump").display());
