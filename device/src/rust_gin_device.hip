@@ -179,8 +179,8 @@ RG_INLINE int put_on(const Ctx& x, uint32_t peer, const void* dst_window, uint64
   int s = check_peer<F>(x, peer);
   if (s) return s;
   if (bytes) {
-    if ((s = check_window(x, peer, dst_window, dst_off, bytes))) return s;
-    if ((s = check_window(x, peer, src_window, src_off, bytes))) return s;
+    if ((s = check_window(x, peer, dst_window, dst_off, bytes))) return s;  // isa-path: put.dst
+    if ((s = check_window(x, peer, src_window, src_off, bytes))) return s;  // isa-path: put.src
   }
   if (has_counter && counter_id >= x.c->n_counters) {
     return invalid(x.err, peer, RUST_GIN_ARG_COUNTER, counter_id, x.c->n_counters);
@@ -204,7 +204,7 @@ RG_INLINE int put_on(const Ctx& x, uint32_t peer, const void* dst_window, uint64
       w.laddr = src->local_base + src_off + done_bytes;
       w.raddr = remote(x, dst_window, peer).base + dst_off + done_bytes;
       w.rkey = remote(x, dst_window, peer).rkey;
-      if ((s = post<F>(x, peer, w, flags & ~RUST_GIN_FLAG_AGGREGATE))) break;
+      if ((s = post<F>(x, peer, w, flags & ~RUST_GIN_FLAG_AGGREGATE))) break;  // isa-path: put.big
       done_bytes += kMaxChunk;
     }
   }
@@ -229,10 +229,11 @@ RG_INLINE int put_on(const Ctx& x, uint32_t peer, const void* dst_window, uint64
     // A step no lane of the wave needs is skipped (a wave-uniform test: its
     // ballots and group steps would post nothing).
     if (wave::any(bytes != 0)) {
-      s = post<F>(x, peer, w, flags, has_signal ? 0 : counter_tag, bytes != 0, has_signal);
+      s = post<F>(x, peer, w, flags, has_signal ? 0 : counter_tag, bytes != 0, has_signal);  // isa-path: put.data
       if (s) return s;
     }
     if (wave::any(has_signal)) {
+      // isa-path: put.signal
       s = post<F>(x, peer, has_signal ? signal_wqe<F>(x, peer, signal) : Request{}, flags, counter_tag, has_signal);
     }
   } else if (has_counter) {
@@ -248,7 +249,7 @@ RG_INLINE int put_value_on(const Ctx& x, uint32_t peer, const void* dst_window, 
   int s = check_peer<F>(x, peer);
   if (s) return s;
   if (size != 1 && size != 2 && size != 4 && size != 8) return invalid(x.err, peer, RUST_GIN_ARG_SIZE, size, 8);
-  if ((s = check_window(x, peer, dst_window, dst_off, size))) return s;
+  if ((s = check_window(x, peer, dst_window, dst_off, size))) return s;  // isa-path: put_value.dst
   Request w = {};
   w.opcode = OP_RDMA_WRITE;
   w.flags = REQ_INLINE;
@@ -260,8 +261,9 @@ RG_INLINE int put_value_on(const Ctx& x, uint32_t peer, const void* dst_window, 
   if (has_signal && (s = check_signal(x, peer, signal))) return s;
   if (flags & RUST_GIN_FLAG_RELEASE_SYSTEM) fence_release_system();
   // As in rust_gin_put: the data, then the signal built and posted behind it.
-  if ((s = post<F>(x, peer, w, flags, 0, true, has_signal))) return s;
+  if ((s = post<F>(x, peer, w, flags, 0, true, has_signal))) return s;  // isa-path: put_value.data
   if (!wave::any(has_signal)) return RUST_GIN_OK;  // no lane has a signal step
+  // isa-path: put_value.signal
   return post<F>(x, peer, has_signal ? signal_wqe<F>(x, peer, signal) : Request{}, flags, 0, has_signal);
 }
 
@@ -271,7 +273,7 @@ RG_INLINE int signal_peer_on(const Ctx& x, uint32_t peer, const rust_gin_signal&
   if (s) return s;
   if ((s = check_signal(x, peer, signal))) return s;
   if (flags & RUST_GIN_FLAG_RELEASE_SYSTEM) fence_release_system();
-  return post<F>(x, peer, signal_wqe<F>(x, peer, signal), flags);
+  return post<F>(x, peer, signal_wqe<F>(x, peer, signal), flags);  // isa-path: signal.post
 }
 
 template <class F>
@@ -280,8 +282,8 @@ RG_INLINE int get_on(const Ctx& x, uint32_t peer, const void* remote_window, uin
   int s = check_peer<F>(x, peer);
   if (s) return s;
   if (bytes == 0) return RUST_GIN_OK;
-  if ((s = check_window(x, peer, remote_window, remote_off, bytes))) return s;
-  if ((s = check_window(x, peer, local_window, local_off, bytes))) return s;
+  if ((s = check_window(x, peer, remote_window, remote_off, bytes))) return s;  // isa-path: get.remote
+  if ((s = check_window(x, peer, local_window, local_off, bytes))) return s;    // isa-path: get.local
   const rust_gin_window* local = static_cast<const rust_gin_window*>(local_window);
   auto read = [&](uint64_t off, uint64_t len) {
     Request r = {};
@@ -298,12 +300,12 @@ RG_INLINE int get_on(const Ctx& x, uint32_t peer, const void* remote_window, uin
     // All but the last chunk of a get larger than one WQE, as in rust_gin_put.
     wave::Region big(bytes > kMaxChunk);
     while (big && bytes - off > kMaxChunk) {
-      if ((s = post<F>(x, peer, read(off, kMaxChunk), flags & ~RUST_GIN_FLAG_AGGREGATE))) break;
+      if ((s = post<F>(x, peer, read(off, kMaxChunk), flags & ~RUST_GIN_FLAG_AGGREGATE))) break;  // isa-path: get.big
       off += kMaxChunk;
     }
   }
   if (s) return s;
-  return post<F>(x, peer, read(off, bytes - off), flags);
+  return post<F>(x, peer, read(off, bytes - off), flags);  // isa-path: get.post
 }
 
 template <class F>
@@ -516,16 +518,20 @@ RG_EXTERN_C RG_DEV int rust_gin_signal_wait(const void* handle, uint32_t context
 RG_EXTERN_C RG_DEV void rust_gin_signal_reset(const void* handle, uint32_t context, uint32_t id) {
   Ctx x;
   if (resolve(handle, context, &x)) return;
-  if (id >= x.c->n_signals) {
-    invalid(x.err, x.h->rank, RUST_GIN_ARG_SIGNAL, id, x.c->n_signals);
+  // Descriptor fields through load_invariant: in a reader of NIC-written
+  // memory every other load is scoped (tests/isa_path.rs, NIC-written loads).
+  const uint32_t n_signals = load_invariant(&x.c->n_signals);
+  if (id >= n_signals) {
+    invalid(x.err, load_invariant(&x.h->rank), RUST_GIN_ARG_SIGNAL, id, n_signals);
     return;
   }
   // Move the offset instead of storing 0: an in-flight remote atomic (or
   // slot write) cannot be lost to a racing reset. Write mode folds first, so
   // the offset covers what has landed.
-  const uint64_t v = write_mode(x.c) ? fold_signal(x.c, x.h->nranks, id)
-                                     : atomic_load(word<uint64_t>(x.c->signals, id), __ATOMIC_ACQUIRE, Scope::system);
-  atomic_exchange(word<uint64_t>(x.c->signal_offsets, id), v, __ATOMIC_RELEASE, Scope::agent);
+  const uint64_t v =
+      write_mode(x.c) ? fold_signal(x.c, load_invariant(&x.h->nranks), id)
+                      : atomic_load(word<uint64_t>(load_invariant(&x.c->signals), id), __ATOMIC_ACQUIRE, Scope::system);
+  atomic_exchange(word<uint64_t>(load_invariant(&x.c->signal_offsets), id), v, __ATOMIC_RELEASE, Scope::agent);
 }
 
 RG_EXTERN_C RG_DEV void rust_gin_va_signal_reset(const void* window, uint64_t offset) {

@@ -76,7 +76,10 @@ RG_INLINE const rust_gin_dc_peer* dc_peer_of(const Ctx& x, uint32_t peer) {
 template <class F>
 RG_INLINE const typename F::Desc* queue_of(const Ctx& x, uint32_t peer) {
   if constexpr (IsMlx5<F>::value) {
-    if (dc<F>(x)) return reinterpret_cast<const rust_gin_mlx5_sq*>(x.c->dcis) + (peer & (x.c->n_dci - 1));
+    if (dc<F>(x)) {
+      // isa-path: dc
+      return reinterpret_cast<const rust_gin_mlx5_sq*>(x.c->dcis) + (peer & (x.c->n_dci - 1));
+    }
   }
   return &peer_of<F>(x, peer)->sq;
 }
@@ -263,9 +266,17 @@ template <class F>
 RG_INLINE int wait_word(const Ctx& x, const uint64_t* w, const uint64_t* offset, uint64_t least, uint8_t what,
                         uint32_t id, const uint32_t* abort_flag, uint64_t timeout_cycles, bool fold = false) {
   constexpr bool counter = !IsNoFamily<F>::value;
-  Bound bound(x.h->timeout_ns, abort_flag, timeout_cycles);
+  // Descriptor fields through load_invariant: in a reader of NIC-written
+  // memory every other load is scoped (tests/isa_path.rs, NIC-written loads).
+  Bound bound(load_invariant(&x.h->timeout_ns), abort_flag, timeout_cycles);
+  const uint32_t nranks = load_invariant(&x.h->nranks);
   return wave::spin([&] {
-    const uint64_t raw = fold ? fold_signal(x.c, x.h->nranks, id) : atomic_load(w, __ATOMIC_ACQUIRE, Scope::system);
+#if defined(RUST_GIN_ISA_FAULT_PLAIN_SIGNAL_LOAD)
+    // Planted fault for the NIC-written-load rule (tests/isa_path.rs).
+    const uint64_t raw = fold ? fold_signal(x.c, nranks, id) : *w;
+#else
+    const uint64_t raw = fold ? fold_signal(x.c, nranks, id) : atomic_load(w, __ATOMIC_ACQUIRE, Scope::system);
+#endif
     const uint64_t v = raw - (offset ? atomic_load(offset, __ATOMIC_RELAXED, Scope::agent) : 0);
     if (reached(v, least)) return static_cast<int>(RUST_GIN_OK);
     if constexpr (counter) {
@@ -276,7 +287,7 @@ RG_INLINE int wait_word(const Ctx& x, const uint64_t* w, const uint64_t* offset,
     if (b) {
       ErrorInfo e = {};
       e.code = RUST_GIN_ERR_TIMEOUT;
-      e.peer = x.h->rank;
+      e.peer = load_invariant(&x.h->rank);
       e.wqe_index = id;
       e.wait_kind = what;
       e.expected = least;

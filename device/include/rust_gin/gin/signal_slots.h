@@ -92,12 +92,14 @@ RG_INLINE uint64_t assign_totals(bool slot, uint64_t total_addr, uint64_t addend
 // makes data that arrived before a slot visible to what the caller reads
 // next, as the acquire load of the word does in atomic mode.
 RG_INLINE uint64_t fold_signal(const rust_gin_context* c, uint32_t nranks, uint32_t id) {
-  const uint64_t* slot = reinterpret_cast<const uint64_t*>(c->signal_slots) + id;
-  const uint64_t stride = c->n_signals;
+  // Descriptor fields through load_invariant: in a reader of NIC-written
+  // memory every other load is scoped (tests/isa_path.rs, NIC-written loads).
+  const uint64_t* slot = reinterpret_cast<const uint64_t*>(load_invariant(&c->signal_slots)) + id;
+  const uint64_t stride = load_invariant(&c->n_signals);
   uint64_t sum = 0;
   for (uint32_t s = 0; s < nranks; ++s) sum += atomic_load(slot + s * stride, __ATOMIC_RELAXED, Scope::system);
   fence_acquire_system();
-  uint64_t* w = reinterpret_cast<uint64_t*>(c->signals) + id;
+  uint64_t* w = reinterpret_cast<uint64_t*>(load_invariant(&c->signals)) + id;
   const uint64_t old = atomic_fetch_max(w, sum, __ATOMIC_RELAXED, Scope::agent);
   return old > sum ? old : sum;
 }

@@ -148,7 +148,12 @@ struct Family {
   RG_INLINE static CqRing cq_ring(const Desc* d) { return (1u << load_invariant(&d->log_cq_cnt)) - 1; }
   RG_INLINE static bool cqe_next(const Desc* d, CqRing mask, uint64_t ci, Cqe* c) {
     c->p = reinterpret_cast<const uint8_t*>(load_invariant(&d->cq_buf)) + ((ci & mask) * CQE_SIZE);
+#if defined(RUST_GIN_ISA_FAULT_PLAIN_CQE_LOAD)
+    // Planted fault for the NIC-written-load rule (tests/isa_path.rs).
+    c->tail = *reinterpret_cast<const uint32_t*>(c->p + 60);
+#else
     c->tail = atomic_load(reinterpret_cast<const uint32_t*>(c->p + 60), __ATOMIC_RELAXED, Scope::system);
+#endif
     const uint8_t op_own = static_cast<uint8_t>(c->tail >> 24);
     c->wqe_counter = bswap16(static_cast<uint16_t>(c->tail));
     return cqe_is_sw_owned(op_own, static_cast<uint32_t>(ci), load_invariant(&d->log_cq_cnt));

@@ -310,6 +310,9 @@ class SendQueue {
     // Release at agent scope: the ringer's system-scope release that follows
     // its acquire of `ready` carries these WQE stores to the NIC.
     atomic_fetch_add(&st_->ready, static_cast<uint64_t>(n), __ATOMIC_RELEASE, Scope::agent);
+#if defined(RUST_GIN_ISA_FAULT_PATH_NOP) && RG_GPU
+    asm volatile("s_nop 0");  // planted: one more instruction on every post's path (tests/isa_path.rs)
+#endif
   }
 
   // Rings for everything published so far, unless another producer holds the
