@@ -440,6 +440,8 @@ pub struct KernelMeta {
     pub agpr_count: u32,
     pub private_segment_fixed_size: u32,
     pub uses_dynamic_stack: bool,
+    pub sgpr_spill_count: u32,
+    pub vgpr_spill_count: u32,
 }
 
 /// The most VGPRs an ISA kernel may use (`.vgpr_count`, which for a kernel
@@ -515,6 +517,8 @@ pub fn parse_metadata(text: &str) -> Vec<KernelMeta> {
             ".agpr_count" => k.agpr_count = num(),
             ".private_segment_fixed_size" => k.private_segment_fixed_size = num(),
             ".uses_dynamic_stack" => k.uses_dynamic_stack = value == "true",
+            ".sgpr_spill_count" => k.sgpr_spill_count = num(),
+            ".vgpr_spill_count" => k.vgpr_spill_count = num(),
             _ => {}
         }
     }
