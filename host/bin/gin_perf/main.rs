@@ -21,6 +21,28 @@ enum OpArg {
     Signal,
     Get,
     All,
+    /// Expert-parallel dispatch over --ep-ranks ranks (perf/ep/).
+    EpDispatch,
+    /// Expert-parallel combine (after one untimed dispatch).
+    EpCombine,
+    /// Dispatch then combine, timed together.
+    EpRoundTrip,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum EpModeArg {
+    /// Low latency: one put per token copy, one signal per (sender, receiver) pair.
+    Ll,
+    /// High throughput: copies packed per receiver, puts of --ep-chunk tokens, one signal per put.
+    Ht,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum RoutingArg {
+    /// Seeded top-k, every expert equally likely.
+    Uniform,
+    /// Seeded top-k with 8 hot experts drawn 20x as often.
+    Skewed,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -139,6 +161,42 @@ struct Args {
     /// Skip the data-path figures (WQEBBs per put, doorbells per batch, ...).
     #[arg(long)]
     no_datapath: bool,
+    /// -o ep-*: ranks, one number or a comma-separated list (each 2..=64; --experts must divide evenly).
+    #[arg(long, default_value = "16")]
+    ep_ranks: String,
+    /// -o ep-*: tokens per rank, one number or a comma-separated list (each 1..=1024).
+    #[arg(long, default_value = "128")]
+    tokens: String,
+    /// -o ep-*: hidden size in bf16 elements (2 bytes each; a multiple of 4, 4..=65536).
+    #[arg(long, default_value_t = 7168)]
+    hidden: usize,
+    /// -o ep-*: experts each token is routed to.
+    #[arg(long, default_value_t = 8)]
+    topk: usize,
+    /// -o ep-*: experts in all, spread evenly over the ranks.
+    #[arg(long, default_value_t = 256)]
+    experts: usize,
+    /// -o ep-*: how experts are drawn.
+    #[arg(long, value_enum, default_value = "uniform")]
+    routing: RoutingArg,
+    /// -o ep-*: the routing's seed.
+    #[arg(long, default_value_t = 28)]
+    seed: u64,
+    /// -o ep-*: low-latency or high-throughput dispatch and combine.
+    #[arg(long, value_enum, default_value = "ll")]
+    ep_mode: EpModeArg,
+    /// -o ep-* with --ep-mode ht: tokens per put (1..=1024).
+    #[arg(long, default_value_t = 16)]
+    ep_chunk: usize,
+    /// -o ep-*: timed iterations per repeat (1..=100000).
+    #[arg(long, default_value_t = 20)]
+    iters: usize,
+    /// -o ep-*: untimed iterations before them (1..=1000).
+    #[arg(long, default_value_t = 2)]
+    ep_warmup: usize,
+    /// -o ep-*: driver threads standing in for the GPUs (ranks dealt out in turn); default: the CPUs.
+    #[arg(long)]
+    ep_threads: Option<usize>,
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {
@@ -194,7 +252,14 @@ fn run(args: Args) -> Result<(), String> {
     if args.lanes == 0 || args.lanes > 64 {
         return Err("--lanes must be in 1..=64".into());
     }
+    let ep_phase = match args.op {
+        OpArg::EpDispatch => Some(perf::ep::Phase::Dispatch),
+        OpArg::EpCombine => Some(perf::ep::Phase::Combine),
+        OpArg::EpRoundTrip => Some(perf::ep::Phase::RoundTrip),
+        _ => None,
+    };
     let ops = match args.op {
+        OpArg::EpDispatch | OpArg::EpCombine | OpArg::EpRoundTrip => vec![],
         OpArg::Put => vec![Op::Put],
         OpArg::PutSignal => vec![Op::PutSignal],
         OpArg::Signal => vec![Op::Signal],
@@ -254,6 +319,9 @@ fn run(args: Args) -> Result<(), String> {
     };
     if args.repeats == 0 {
         return Err("--repeats must be at least 1".into());
+    }
+    if let Some(phase) = ep_phase {
+        return ep_main(&args, &config, phase, format, emulated);
     }
     let lane_mode = match args.lane_mode {
         LaneArg::Queues => LaneMode::Queues,
@@ -494,5 +562,174 @@ fn rails_sweep(
             );
         }
     }
+    Ok(())
+}
+
+/// A comma-separated list of numbers, each in `lo..=hi`.
+fn number_list(flag: &str, spec: &str, lo: usize, hi: usize) -> Result<Vec<usize>, String> {
+    let v: Vec<usize> = spec
+        .split(',')
+        .map(|x| x.trim().parse::<usize>().ok().filter(|n| (lo..=hi).contains(n)).ok_or(format!("{flag} {spec:?}: each value in {lo}..={hi}")))
+        .collect::<Result<_, _>>()?;
+    if v.is_empty() {
+        return Err(format!("{flag} {spec:?}: no value"));
+    }
+    Ok(v)
+}
+
+/// -o ep-dispatch, ep-combine, ep-round-trip: the expert-parallel sweep
+/// (perf/ep/), each point measured `repeats` times on each path, the two
+/// paths' repeats back to back in alternating order, every measurement in a
+/// fresh world.
+fn ep_main(args: &Args, config: &Config, phase: perf::ep::Phase, format: report::Format, emulated: bool) -> Result<(), String> {
+    use perf::ep::{self, fabric, routing};
+    let ranks = number_list("--ep-ranks", &args.ep_ranks, 2, 64)?;
+    let tokens = number_list("--tokens", &args.tokens, 1, 1024)?;
+    if args.hidden < 4 || args.hidden > 65536 || args.hidden % 4 != 0 {
+        return Err(format!("--hidden {}: a multiple of 4 in 4..=65536 (bf16 elements; tokens are 8-byte aligned)", args.hidden));
+    }
+    if args.experts == 0 || args.topk == 0 || args.topk > args.experts {
+        return Err(format!("--topk {} of --experts {}: need 1 <= topk <= experts", args.topk, args.experts));
+    }
+    if let Some(r) = ranks.iter().find(|&&r| args.experts % r != 0) {
+        return Err(format!("--experts {} do not divide evenly over {r} ranks (--ep-ranks)", args.experts));
+    }
+    if !(1..=1024).contains(&args.ep_chunk) {
+        return Err(format!("--ep-chunk {}: in 1..=1024", args.ep_chunk));
+    }
+    if !(1..=100_000).contains(&args.iters) {
+        return Err(format!("--iters {}: in 1..=100000", args.iters));
+    }
+    if !(1..=1000).contains(&args.ep_warmup) {
+        return Err(format!("--ep-warmup {}: in 1..=1000", args.ep_warmup));
+    }
+    if args.repeats == 0 {
+        return Err("--repeats must be at least 1".into());
+    }
+    if !emulated {
+        return Err("-o ep-* runs N ranks in one process on the emulated NIC only (--provider emu); on hardware use benches/hw (docs/benchmarks.md)".into());
+    }
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let threads = args.ep_threads.unwrap_or(cpus);
+    if !(1..=64).contains(&threads) {
+        return Err(format!("--ep-threads {threads}: in 1..=64"));
+    }
+    let mode = match args.ep_mode {
+        EpModeArg::Ll => ep::Mode::LowLatency,
+        EpModeArg::Ht => ep::Mode::HighThroughput,
+    };
+    let skew = match args.routing {
+        RoutingArg::Uniform => routing::Skew::Uniform,
+        RoutingArg::Skewed => routing::Skew::Hot,
+    };
+    let params = ep::Params {
+        mode,
+        phase,
+        token_bytes: 2 * args.hidden,
+        chunk: args.ep_chunk,
+        iters: args.iters,
+        warmup: args.ep_warmup,
+        threads,
+    };
+    let mut paths = vec![];
+    if matches!(args.path, PathArg::Direct | PathArg::Both) {
+        paths.push(PathArg::Direct);
+    }
+    if matches!(args.path, PathArg::Proxy | PathArg::Both) {
+        paths.push(PathArg::Proxy);
+    }
+    let load_start = report::load_average();
+    let ticks_start = cpu::machine_ticks();
+    let mut runs = vec![];
+    for &n in &ranks {
+        for &t in &tokens {
+            let plan = routing::Plan::route(n, t, args.experts, args.topk, skew, args.seed)?;
+            let (sb, db) = ep::window_bytes(&plan, &params);
+            let recv = plan.received();
+            eprintln!(
+                "gin-perf: {n} ranks x {t} tokens: {} copies per dispatch, {} to {} tokens per receiver, windows {:.1} + {:.1} MiB per rank ({:.0} MiB in all)",
+                plan.copies(),
+                recv.iter().min().unwrap_or(&0),
+                recv.iter().max().unwrap_or(&0),
+                sb as f64 / (1 << 20) as f64,
+                db as f64 / (1 << 20) as f64,
+                (n * (sb + db)) as f64 / (1 << 20) as f64
+            );
+            for rep in 0..args.repeats {
+                let mut order = paths.clone();
+                if rep % 2 == 1 {
+                    order.reverse();
+                }
+                for &which in &order {
+                    let before = cpu::threads_named("emu-nic");
+                    let f: Box<dyn fabric::Fabric> = match which {
+                        PathArg::Proxy => Box::new(fabric::ProxyFabric {
+                            proxy: perf::proxy::build_world(n, sb, db, ep::signals(n)).map_err(|e| e.to_string())?,
+                        }),
+                        _ => {
+                            let settings = Settings {
+                                n_signals: ep::signals(n) as u32,
+                                n_counters: 1,
+                                n_contexts: 1,
+                                log_depth: args.log_depth,
+                                traffic_class: 0,
+                                backend_version: 0,
+                                rank_stride: 1,
+                            };
+                            Box::new(fabric::Direct {
+                                ranks: perf::world::build_sized(config, n, settings, sb, db).map_err(|e| e.to_string())?,
+                            })
+                        }
+                    };
+                    let tids: Vec<i32> = cpu::threads_named("emu-nic").into_iter().filter(|x| !before.contains(x)).collect();
+                    let run = ep::measure(&*f, &tids, &plan, &params, rep).map_err(|e| format!("{} path, {n} ranks, {t} tokens: {e}", f.name()))?;
+                    if format == report::Format::Table {
+                        eprintln!(
+                            "  [{rep}] {} {n} ranks {t} tokens: {:.1} us (p99 {:.1}), {:.1} doorbells, host {:.1} us CPU, {} copies checked",
+                            run.path, run.median_us, run.p99_us, run.doorbells, run.host_cpu_us, run.copies_checked
+                        );
+                    }
+                    runs.push(run);
+                }
+            }
+        }
+    }
+    let samples = ep::report::samples(&runs);
+    let ratios = ep::report::ratios(&runs);
+    let what = format!(
+        "{} {} mode, hidden {} x bf16 ({} B per token), top-{} of {} experts, {} routing (seed {}){}",
+        phase.name(),
+        mode.name(),
+        args.hidden,
+        2 * args.hidden,
+        args.topk,
+        args.experts,
+        match skew {
+            routing::Skew::Uniform => "uniform",
+            routing::Skew::Hot => "skewed",
+        },
+        args.seed,
+        if mode == ep::Mode::HighThroughput { format!(", {} tokens per put", args.ep_chunk) } else { String::new() }
+    );
+    let setup = ep::report::EpSetup {
+        emulated,
+        what: what.clone(),
+        repeats: args.repeats,
+        iters: args.iters,
+        threads,
+        cpus,
+        load: (load_start, report::load_average()),
+        steal_pct: cpu::steal_pct(ticks_start, cpu::machine_ticks()),
+        nic_threads: emulated.then(|| match config.emu_threads.resolve() {
+            Some(n) => format!("each world's NICs take turns on {n} thread(s) (RCCL_RUST_GIN_EMU_THREADS)"),
+            None => "one per NIC (RCCL_RUST_GIN_EMU_THREADS=nic)".into(),
+        }),
+    };
+    print!("{}", ep::report::render(&samples, &ratios, format, &setup));
+    if let Some(dir) = args.chart.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    ep::report::write_svg(&args.chart, &samples, emulated, phase.name())?;
+    eprintln!("gin-perf: chart written to {}", args.chart.display());
     Ok(())
 }

@@ -12,6 +12,7 @@ pub mod chart;
 pub mod cpu;
 pub mod datapath;
 pub mod direct;
+pub mod ep;
 pub mod gfd;
 pub mod proxy;
 pub mod report;

@@ -227,6 +227,12 @@ fn proxy_loop(r: Arc<ProxyRank>) {
 /// thread. The plugin reads RCCL_RUST_GIN_* from the environment.
 pub fn build(config: &Config, nranks: usize, window: usize) -> Result<Box<dyn Path>> {
     let _ = config;
+    Ok(Box::new(build_world(nranks, window, window, 8)?))
+}
+
+/// As [`build`], with a source window of `src_bytes`, a destination window
+/// of `dst_bytes` and `n_signals` signals on every rank.
+pub fn build_world(nranks: usize, src_bytes: usize, dst_bytes: usize, n_signals: usize) -> Result<Proxy> {
     let v = plugin();
     let barrier = Barrier::new(nranks);
     let handles = Mutex::new(vec![[0u8; NCCL_NET_HANDLE_MAXSIZE]; nranks]);
@@ -259,9 +265,9 @@ pub fn build(config: &Config, nranks: usize, window: usize) -> Result<Box<dyn Pa
                             ok("regMrSym", (v.reg_mr_sym.unwrap())(coll, b.dev_addr() as *mut c_void, len, NCCL_PTR_CUDA, 0, &mut mh))?;
                             Ok((mh, b))
                         };
-                        let (src, sb) = reg(window)?;
-                        let (dst, db) = reg(window)?;
-                        let (signals_mh, signals) = reg(64)?;
+                        let (src, sb) = reg(src_bytes)?;
+                        let (dst, db) = reg(dst_bytes)?;
+                        let (signals_mh, signals) = reg((8 * n_signals).max(64))?;
                         bufs.push(sb);
                         bufs.push(db);
                         Ok(ProxyRank {
@@ -294,7 +300,49 @@ pub fn build(config: &Config, nranks: usize, window: usize) -> Result<Box<dyn Pa
                 .map_err(|e| Error::System(format!("proxy thread: {e}")))
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(Box::new(Proxy { ranks, threads: Mutex::new(threads) }))
+    Ok(Proxy { ranks, threads: Mutex::new(threads) })
+}
+
+/// What the expert-parallel workload (perf/ep/) needs beyond [`Path`]:
+/// arbitrary descriptors, signal ids and the windows' memory.
+impl Proxy {
+    /// Queues one descriptor on rank `from`'s queue to `to` (waiting,
+    /// bounded, for a free slot).
+    pub fn post_gfd(&self, from: usize, to: usize, g: &Gfd) -> Result<()> {
+        self.requester_post(from, to, g)
+    }
+    /// The plugin's memory handles of rank `rank`'s source and destination windows.
+    pub fn window_handles(&self, rank: usize) -> (u64, u64) {
+        (self.ranks[rank].src as u64, self.ranks[rank].dst as u64)
+    }
+    /// Host addresses of rank `rank`'s source and destination windows.
+    pub fn host_addrs(&self, rank: usize) -> (usize, usize) {
+        let b = &self.ranks[rank]._bufs;
+        (b[0].host_addr().unwrap_or(0), b[1].host_addr().unwrap_or(0))
+    }
+    /// Signal `id` of rank `rank`.
+    pub fn signal(&self, rank: usize, id: usize) -> u64 {
+        self.ranks[rank].signals.atomic_u64(8 * id).load(Ordering::Acquire)
+    }
+    /// Waits (bounded) until signal `id` of `rank` reaches `least`; returns its value.
+    pub fn wait_signal_id(&self, rank: usize, id: usize, least: u64) -> Result<u64> {
+        let t = Instant::now();
+        loop {
+            let v = self.signal(rank, id);
+            if (v.wrapping_sub(least) as i64) >= 0 {
+                return Ok(v);
+            }
+            self.check_proxy(rank)?;
+            if t.elapsed() > WAIT_LIMIT {
+                return Err(Error::Timeout(format!("proxy model: rank {rank}'s signal {id} never reached {least} (it reads {v})")));
+            }
+            std::thread::yield_now();
+        }
+    }
+    /// Waits (bounded) until every descriptor rank `from` queued completed.
+    pub fn flush_rank(&self, from: usize) -> Result<()> {
+        Path::flush(self, from, 0)
+    }
 }
 
 impl Path for Proxy {

@@ -31,6 +31,11 @@ impl Rank {
     pub fn counters(&self) -> Option<rccl_rust_gin::nic::CounterSnapshot> {
         self.coll.nic.counters()
     }
+    /// Host addresses of the source and destination windows' memory (the
+    /// emulated NIC's memory is host memory).
+    pub fn host_addrs(&self) -> (usize, usize) {
+        (self._src_buf.host_addr().unwrap_or(0), self._dst_buf.host_addr().unwrap_or(0))
+    }
 }
 
 // SAFETY: GinContext and windows are Send + Sync; the buffers are owned.
@@ -40,6 +45,12 @@ unsafe impl Sync for Rank {}
 
 /// Builds `nranks` connected ranks with one context set per rank.
 pub fn build(config: &Config, nranks: usize, settings: Settings, window_bytes: usize) -> Result<Vec<Rank>> {
+    build_sized(config, nranks, settings, window_bytes, window_bytes)
+}
+
+/// As [`build`], with a source window of `src_bytes` and a destination
+/// window of `dst_bytes` on every rank.
+pub fn build_sized(config: &Config, nranks: usize, settings: Settings, src_bytes: usize, dst_bytes: usize) -> Result<Vec<Rank>> {
     let provider = rccl_rust_gin::provider::select(config)?;
     let barrier = Barrier::new(nranks);
     let handles = Mutex::new(vec![None; nranks]);
@@ -63,10 +74,10 @@ pub fn build(config: &Config, nranks: usize, settings: Settings, window_bytes: u
                     let coll = Arc::new(CollComm::connect(&listen, all, r as u32)?);
                     let ctx = GinContext::create(coll.clone(), settings)?;
                     let alloc = HostMemory;
-                    let src_buf = alloc.alloc(window_bytes, 4096, Object::WindowData)?;
-                    let dst_buf = alloc.alloc(window_bytes, 4096, Object::WindowData)?;
-                    let src = Window::register(coll.clone(), src_buf.dev_addr(), window_bytes as u64, NCCL_PTR_CUDA, Source::Pointer)?;
-                    let dst = Window::register(coll.clone(), dst_buf.dev_addr(), window_bytes as u64, NCCL_PTR_CUDA, Source::Pointer)?;
+                    let src_buf = alloc.alloc(src_bytes, 4096, Object::WindowData)?;
+                    let dst_buf = alloc.alloc(dst_bytes, 4096, Object::WindowData)?;
+                    let src = Window::register(coll.clone(), src_buf.dev_addr(), src_bytes as u64, NCCL_PTR_CUDA, Source::Pointer)?;
+                    let dst = Window::register(coll.clone(), dst_buf.dev_addr(), dst_bytes as u64, NCCL_PTR_CUDA, Source::Pointer)?;
                     Ok(Rank { coll, ctx, src, dst, _src_buf: src_buf, _dst_buf: dst_buf })
                 })
             })
