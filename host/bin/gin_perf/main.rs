@@ -197,6 +197,9 @@ struct Args {
     /// -o ep-*: driver threads standing in for the GPUs (ranks dealt out in turn); default: the CPUs.
     #[arg(long)]
     ep_threads: Option<usize>,
+    /// Testing only: rank 0 leaves out one token of its last dispatch (the receivers' check must fail).
+    #[arg(long, hide = true)]
+    ep_fault_drop: bool,
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {
@@ -630,6 +633,7 @@ fn ep_main(args: &Args, config: &Config, phase: perf::ep::Phase, format: report:
         iters: args.iters,
         warmup: args.ep_warmup,
         threads,
+        fault_drop: args.ep_fault_drop,
     };
     let mut paths = vec![];
     if matches!(args.path, PathArg::Direct | PathArg::Both) {

@@ -78,6 +78,9 @@ pub struct Params {
     pub iters: usize,
     pub warmup: usize,
     pub threads: usize,
+    /// Testing only (--ep-fault-drop): rank 0 leaves out its first token
+    /// put of the last dispatch, which the receiver's check must catch.
+    pub fault_drop: bool,
 }
 
 /// One measurement: one path, one point, one repeat.
@@ -198,7 +201,8 @@ fn stamp_tokens(f: &dyn Fabric, plan: &Plan, p: &Params, rank: usize, k: u64) {
 
 /// Posts rank `r`'s dispatch (or, with `combine`, its combine: what it
 /// received, back to each sender).
-fn post(f: &dyn Fabric, plan: &Plan, p: &Params, r: usize, combine: bool) -> Result<()> {
+fn post(f: &dyn Fabric, plan: &Plan, p: &Params, r: usize, combine: bool, drop_one: bool) -> Result<()> {
+    let mut drop_one = drop_one && r == 0 && !combine;
     let n = plan.ranks;
     let h = p.token_bytes as u64;
     // Peers from r + 1 on, so that the ranks do not all start on rank 0.
@@ -227,6 +231,9 @@ fn post(f: &dyn Fabric, plan: &Plan, p: &Params, r: usize, combine: bool) -> Res
         match p.mode {
             Mode::LowLatency => {
                 for j in 0..count {
+                    if std::mem::take(&mut drop_one) {
+                        continue;
+                    }
                     let (w, off) = src_slot(j);
                     f.put(r, q, w, off, dst_slot(j), h, None)?;
                 }
@@ -241,7 +248,9 @@ fn post(f: &dyn Fabric, plan: &Plan, p: &Params, r: usize, combine: bool) -> Res
                     let c = p.chunk.min(count - j);
                     let last = j + c == count;
                     let (w, off) = src_slot(j);
-                    f.put(r, q, w, off, dst_slot(j), c as u64 * h, Some((id, c as u64 + last as u64)))?;
+                    // The fault leaves the chunk's first token out, signal and all.
+                    let skip = std::mem::take(&mut drop_one) as u64;
+                    f.put(r, q, w, off + skip * h, dst_slot(j) + skip * h, (c as u64 - skip) * h, Some((id, c as u64 + last as u64)))?;
                     j += c;
                 }
             }
@@ -373,11 +382,12 @@ pub fn measure(f: &dyn Fabric, nic_tids: &[i32], plan: &Plan, p: &Params, repeat
                     }
                     let mut tt: [Option<Instant>; 4] = [None; 4];
                     let go = !failed.load(std::sync::atomic::Ordering::SeqCst);
+                    let drop_one = p.fault_drop && k + 1 == total;
                     let phase = |combine: bool, prev: &mut Vec<Vec<u64>>| -> Result<(Instant, Instant, u64)> {
                         let c0 = thread_cpu_ns();
                         let t0 = Instant::now();
                         for &r in &mine {
-                            post(f, plan, p, r, combine)?;
+                            post(f, plan, p, r, combine, drop_one)?;
                         }
                         for (i, &r) in mine.iter().enumerate() {
                             wait(f, plan, r, combine, &mut prev[i])?;

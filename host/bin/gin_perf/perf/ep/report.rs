@@ -31,6 +31,7 @@ pub struct EpSample {
     pub host_cpu_us: Stat,
     pub sys_cpu_us: Stat,
     pub copies_checked: u64,
+    pub bytes_checked: u64,
 }
 
 /// direct against proxy at one (ranks, tokens), within each repeat.
@@ -80,6 +81,7 @@ pub fn samples(runs: &[EpRun]) -> Vec<EpSample> {
                 host_cpu_us: st(|r| r.host_cpu_us),
                 sys_cpu_us: st(|r| r.sys_cpu_us),
                 copies_checked: rs.iter().map(|r| r.copies_checked).sum(),
+                bytes_checked: rs.iter().map(|r| r.bytes_checked).sum(),
                 path,
                 ranks,
                 tokens,
@@ -209,13 +211,17 @@ pub fn render(samples: &[EpSample], ratios: &[EpRatio], format: Format, setup: &
         Format::Csv => {
             let _ = writeln!(s, "# {}; {}", title(setup.emulated, "gin-perf ep"), setup.what);
             let names = ["time_us", "p99_us", "dispatch_us", "combine_us", "mmsg_per_s", "gb_per_s", "req_cpu_us", "nic_cpu_us", "host_cpu_us", "sys_cpu_us"];
-            let mut head = "path,ranks,tokens,messages,bytes,doorbells,cqes,wqebbs,copies_checked".to_string();
+            let mut head = "path,ranks,tokens,messages,bytes,doorbells,cqes,wqebbs,copies_checked,bytes_checked".to_string();
             for n in names {
                 let _ = write!(head, ",{n}_median,{n}_min,{n}_max");
             }
             let _ = writeln!(s, "{head}");
             for x in samples {
-                let _ = write!(s, "{},{},{},{},{},{:.2},{:.2},{:.2},{}", x.path, x.ranks, x.tokens, x.messages, x.bytes, x.doorbells, x.cqes, x.wqebbs, x.copies_checked);
+                let _ = write!(
+                    s,
+                    "{},{},{},{},{},{:.2},{:.2},{:.2},{},{}",
+                    x.path, x.ranks, x.tokens, x.messages, x.bytes, x.doorbells, x.cqes, x.wqebbs, x.copies_checked, x.bytes_checked
+                );
                 for st in [&x.time_us, &x.p99_us, &x.dispatch_us, &x.combine_us, &x.mmsg_per_s, &x.gb_per_s, &x.req_cpu_us, &x.nic_cpu_us, &x.host_cpu_us, &x.sys_cpu_us] {
                     let _ = write!(s, ",{:.4},{:.4},{:.4}", st.median, st.min, st.max);
                 }
