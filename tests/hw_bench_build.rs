@@ -2,6 +2,14 @@
 //! scripts/build-hw-bench.sh passes -DENABLE_RUST_GIN and the installed
 //! device archive to the compiler, and docs/benchmarks.md's command has both.
 //! No GPU compiler runs here: a stand-in `hipcc` records its arguments.
+//! The expert-parallel benchmark (benches/hw/gin_ep_hw.hip, issue 28) builds
+//! the same way, and its routing, compiled for the host with the system C++
+//! compiler, routes exactly as gin-perf's does (the layouts both compute
+//! must agree for the hardware figures to be the emulated ones' twins).
+
+#[allow(dead_code)]
+#[path = "../host/bin/gin_perf/perf/ep/routing.rs"]
+mod routing;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -19,6 +27,10 @@ fn scratch(tag: &str) -> PathBuf {
 
 /// Runs the script with a stand-in compiler; returns (success, its arguments, stderr).
 fn run(rccl_home: &Path, gfx: &str, dir: &Path) -> (bool, Vec<String>, String) {
+    run_which(rccl_home, gfx, dir, None)
+}
+
+fn run_which(rccl_home: &Path, gfx: &str, dir: &Path, which: Option<&str>) -> (bool, Vec<String>, String) {
     let args_file = dir.join("args");
     let stub = dir.join("hipcc");
     std::fs::write(&stub, format!("#!/bin/sh\nprintf '%s\\n' \"$@\" > {}\n", args_file.display())).unwrap();
@@ -30,6 +42,7 @@ fn run(rccl_home: &Path, gfx: &str, dir: &Path) -> (bool, Vec<String>, String) {
         .arg(rccl_home)
         .arg(gfx)
         .arg(dir.join("gin_perf_hw"))
+        .args(which)
         .env("HIPCC", &stub)
         .output()
         .unwrap();
@@ -74,4 +87,67 @@ fn the_documented_command_has_both() {
     assert!(cmd.contains("librccl_rust_gin_device_"), "the documented command lacks the device archive: {cmd}");
     assert!(cmd.contains("-fgpu-rdc"), "{cmd}");
     assert!(doc.contains("./scripts/build-hw-bench.sh"), "the page names the script");
+}
+
+#[test]
+fn the_ep_benchmark_builds_the_same_way() {
+    let dir = scratch("ep");
+    let home = dir.join("rccl");
+    let archive = home.join("lib/rust-gin/gfx942/librccl_rust_gin_device_gfx942.a");
+    std::fs::create_dir_all(archive.parent().unwrap()).unwrap();
+    std::fs::write(&archive, b"!<arch>\n").unwrap();
+    let (ok, args, err) = run_which(&home, "gfx942", &dir, Some("ep"));
+    assert!(ok, "the script failed: {err}");
+    for want in ["-DENABLE_RUST_GIN", "-fgpu-rdc", "--offload-arch=gfx942", "-lrccl"] {
+        assert!(args.iter().any(|a| a == want), "{want} missing from {args:?}");
+    }
+    assert!(args.iter().any(|a| Path::new(a) == archive), "the device archive is not linked: {args:?}");
+    assert!(args.iter().any(|a| a.ends_with("benches/hw/gin_ep_hw.hip")), "{args:?}");
+    let (ok, _, err) = run_which(&home, "gfx942", &dir, Some("moe"));
+    assert!(!ok && err.contains("perf or ep"), "an unknown benchmark name was accepted: {err}");
+    // The kernels go through RCCL's device API, not rust-gin's C entry points.
+    let src = std::fs::read_to_string(root().join("benches/hw/gin_ep_hw.hip")).unwrap();
+    assert!(src.contains("ncclGin gin{comm, 0}") && !src.contains("rust_gin_put"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_ep_benchmark_routes_as_gin_perf_does() {
+    let src = std::fs::read_to_string(root().join("benches/hw/gin_ep_hw.hip")).unwrap();
+    let start = src.find("// ---- routing").expect("routing section");
+    let end = src.find("// ---- kernels").expect("kernels section");
+    let dir = scratch("route");
+    let prog = format!(
+        "#include <vector>\n#include <algorithm>\n#include <cstdint>\n#include <cstdio>\n{}\n\
+         int main() {{\n  const int cases[][5] = {{{{16, 128, 0, 28, 8}}, {{16, 128, 1, 28, 8}}, {{8, 12, 0, 7, 8}}, {{64, 3, 1, 5, 4}}}};\n\
+           for (auto& c : cases) {{\n    Plan p = route(c[0], c[1], 256, c[4], c[2], c[3]);\n    unsigned long h = 1469598103934665603ul;\n\
+             for (auto& row : p.sends) for (auto& v : row) {{ h = (h ^ v.size()) * 1099511628211ul; for (auto t : v) h = (h ^ t) * 1099511628211ul; }}\n\
+             printf(\"%zu %zu %lu\\n\", p.recv_slots, p.comb_slots, h);\n  }}\n}}\n",
+        &src[start..end]
+    );
+    std::fs::write(dir.join("route.cc"), prog).unwrap();
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+    let out = Command::new(&cxx).args(["-std=c++17", "-O1", "-o"]).arg(dir.join("route")).arg(dir.join("route.cc")).output();
+    let out = match out {
+        Ok(o) => o,
+        Err(e) => panic!("no C++ compiler ({cxx}: {e}); set CXX"),
+    };
+    assert!(out.status.success(), "{cxx} failed: {}", String::from_utf8_lossy(&out.stderr));
+    let got = Command::new(dir.join("route")).output().unwrap();
+    let got = String::from_utf8_lossy(&got.stdout).to_string();
+    let mut want = String::new();
+    for (ranks, tokens, hot, seed, topk) in [(16, 128, false, 28, 8), (16, 128, true, 28, 8), (8, 12, false, 7, 8), (64, 3, true, 5, 4)] {
+        let skew = if hot { routing::Skew::Hot } else { routing::Skew::Uniform };
+        let p = routing::Plan::route(ranks, tokens, 256, topk, skew, seed).unwrap();
+        let mut h: u64 = 1469598103934665603;
+        for v in p.sends.iter().flatten() {
+            h = (h ^ v.len() as u64).wrapping_mul(1099511628211);
+            for &t in v {
+                h = (h ^ t as u64).wrapping_mul(1099511628211);
+            }
+        }
+        want += &format!("{} {} {h}\n", p.recv_slots, p.comb_slots);
+    }
+    assert_eq!(got, want, "gin_ep_hw.hip's routing differs from gin-perf's");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -80,34 +80,27 @@ impl Plan {
         let mut rng = Rng::new(seed ^ (ranks as u64) << 32 ^ tokens as u64);
         let mut sends = vec![vec![Vec::new(); ranks]; ranks];
         let mut chosen = vec![false; experts];
-        for (r, row) in sends.iter_mut().enumerate() {
+        for row in sends.iter_mut() {
             for t in 0..tokens {
                 chosen.iter_mut().for_each(|c| *c = false);
                 let mut picked = 0;
                 let mut left = total;
                 while picked < topk {
-                    // Weighted draw without replacement over the experts not yet chosen.
+                    // Weighted draw without replacement over the experts not yet
+                    // chosen; rounding that runs past the end takes the last free one.
                     let mut x = rng.unit() * left;
-                    let mut e = 0;
-                    loop {
-                        if !chosen[e] {
-                            let w = weight(e);
-                            if x < w || e == experts - 1 {
-                                break;
-                            }
-                            x -= w;
+                    let mut e = usize::MAX;
+                    for i in (0..experts).filter(|&i| !chosen[i]) {
+                        e = i;
+                        if x < weight(i) {
+                            break;
                         }
-                        e += 1;
-                    }
-                    if chosen[e] {
-                        // Rounding left x past the last free expert: take the last free one.
-                        e = (0..experts).rev().find(|&i| !chosen[i]).unwrap_or(e);
+                        x -= weight(i);
                     }
                     chosen[e] = true;
                     left -= weight(e);
                     picked += 1;
                 }
-                let _ = r;
                 let mut last = usize::MAX;
                 for (e, _) in chosen.iter().enumerate().filter(|(_, c)| **c) {
                     let p = e / per_rank;
