@@ -139,6 +139,7 @@ fn bad_options_are_refused() {
         (vec!["--iters", "0"], "--iters 0"),
         (vec!["--ep-warmup", "0"], "--ep-warmup 0"),
         (vec!["--ep-threads", "0"], "--ep-threads 0"),
+        (vec!["--ep-lanes", "65"], "--ep-lanes 65"),
     ] {
         let mut a = vec!["-o", "ep-dispatch"];
         a.extend(args.iter().copied());
@@ -199,4 +200,18 @@ fn stamps_tell_iterations_senders_and_tokens_apart() {
             }
         }
     }
+}
+
+#[test]
+fn a_wave_of_lanes_rings_once_per_wave_wide_post() {
+    let plan = Plan::route(RANKS, TOKENS, 256, 8, Skew::Uniform, 7).unwrap();
+    let rows = rows(&run("ep-dispatch", "ll", "uniform", &["-p", "direct", "--ep-lanes", "8"]));
+    let d = &rows["direct"];
+    assert_eq!(d["copies_checked"], plan.copies() as f64 * ITERATIONS as f64);
+    // Per (sender, receiver) pair: ceil(count / 8) wave-wide posts and a
+    // signal. A wave that finds the doorbell being rung may leave its
+    // publish to it, so fewer is right; one per put is not.
+    let most: usize = plan.sends.iter().flatten().map(|v| v.len().div_ceil(8) + 1).sum();
+    assert!(d["doorbells"] <= most as f64 && d["doorbells"] >= (RANKS * RANKS) as f64, "doorbells {} (at most {most})", d["doorbells"]);
+    assert!(d["doorbells"] < d["messages"], "doorbells {} for {} messages", d["doorbells"], d["messages"]);
 }

@@ -197,6 +197,10 @@ struct Args {
     /// -o ep-*: driver threads standing in for the GPUs (ranks dealt out in turn); default: the CPUs.
     #[arg(long)]
     ep_threads: Option<usize>,
+    /// -o ep-* --ep-mode ll, direct path: lanes of the lockstep wave posting a peer's tokens (1..=64;
+    /// 1: one thread posts each put alone, a doorbell each).
+    #[arg(long, default_value_t = 1)]
+    ep_lanes: usize,
     /// Testing only: rank 0 leaves out one token of its last dispatch (the receivers' check must fail).
     #[arg(long, hide = true)]
     ep_fault_drop: bool,
@@ -597,6 +601,9 @@ fn ep_main(args: &Args, config: &Config, phase: perf::ep::Phase, format: report:
     if let Some(r) = ranks.iter().find(|&&r| args.experts % r != 0) {
         return Err(format!("--experts {} do not divide evenly over {r} ranks (--ep-ranks)", args.experts));
     }
+    if !(1..=64).contains(&args.ep_lanes) {
+        return Err(format!("--ep-lanes {}: in 1..=64", args.ep_lanes));
+    }
     if !(1..=1024).contains(&args.ep_chunk) {
         return Err(format!("--ep-chunk {}: in 1..=1024", args.ep_chunk));
     }
@@ -682,6 +689,7 @@ fn ep_main(args: &Args, config: &Config, phase: perf::ep::Phase, format: report:
                             };
                             Box::new(fabric::Direct {
                                 ranks: perf::world::build_sized(config, n, settings, sb, db).map_err(|e| e.to_string())?,
+                                lanes: args.ep_lanes,
                             })
                         }
                     };

@@ -263,7 +263,7 @@ fn lanes_run(
 
 /// Runs `lane(l)` for lanes 0..lanes as one lockstep wave on this thread;
 /// returns the runtime's count of model errors.
-fn wave(lanes: usize, lane: &dyn Fn(u32)) -> u64 {
+pub(crate) fn wave(lanes: usize, lane: &dyn Fn(u32)) -> u64 {
     extern "C" fn trampoline(ctx: *mut std::ffi::c_void, l: u32) {
         // SAFETY: ctx is the `&dyn Fn` below, alive for the whole run.
         let f = unsafe { &*(ctx as *const &dyn Fn(u32)) };

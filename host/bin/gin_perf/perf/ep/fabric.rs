@@ -25,6 +25,14 @@ pub trait Fabric: Send + Sync {
     /// destination window at `dst_off`; with `signal` (id, addend), the
     /// target's signal `id` is added to once the data is there.
     fn put(&self, from: usize, to: usize, src: Win, src_off: u64, dst_off: u64, bytes: u64, signal: Option<(u32, u64)>) -> Result<()>;
+    /// Puts without signals from `from` to `to`: (source window, source
+    /// offset, destination offset, bytes) each, in order.
+    fn put_many(&self, from: usize, to: usize, items: &[(Win, u64, u64, u64)]) -> Result<()> {
+        for &(w, s, d, b) in items {
+            self.put(from, to, w, s, d, b, None)?;
+        }
+        Ok(())
+    }
     /// Adds `add` to signal `id` of `to`, ordered after `from`'s earlier puts to it.
     fn signal(&self, from: usize, to: usize, id: u32, add: u64) -> Result<()>;
     /// Waits (bounded) until signal `id` of `rank` reaches `least`; returns its value.
@@ -39,6 +47,9 @@ pub trait Fabric: Send + Sync {
 
 pub struct Direct {
     pub ranks: Vec<Rank>,
+    /// Lanes of the lockstep wave that posts a peer's puts (1: one thread
+    /// posts each put on its own, a doorbell each).
+    pub lanes: usize,
 }
 
 fn check(what: &str, code: i32, r: &Rank) -> Result<()> {
@@ -74,6 +85,35 @@ impl Fabric for Direct {
         // SAFETY: the handle and windows live as long as the world.
         let code = unsafe { device::rust_gin_put(r.handle(), 0, to as u32, d, dst_off, s, src_off, bytes, sig(signal), 0, 0, 0) };
         check("put", code, r)
+    }
+
+    /// With lanes > 1, up to `lanes` puts at a time as one lockstep wave
+    /// (lane l posts item l), as the lanes of a GPU wave post consecutive
+    /// tokens for one peer: one ticket and one doorbell per wave-wide post.
+    fn put_many(&self, from: usize, to: usize, items: &[(Win, u64, u64, u64)]) -> Result<()> {
+        if self.lanes <= 1 {
+            for &(w, s, d, b) in items {
+                self.put(from, to, w, s, d, b, None)?;
+            }
+            return Ok(());
+        }
+        for batch in items.chunks(self.lanes.min(64)) {
+            let first_error = std::sync::Mutex::new(None);
+            let lane = |l: u32| {
+                let (w, s, d, b) = batch[l as usize];
+                if let Err(e) = self.put(from, to, w, s, d, b, None) {
+                    first_error.lock().unwrap_or_else(|x| x.into_inner()).get_or_insert(e);
+                }
+            };
+            let model_errors = crate::perf::wave(batch.len(), &lane);
+            if let Some(e) = first_error.into_inner().unwrap_or_else(|x| x.into_inner()) {
+                return Err(e);
+            }
+            if model_errors != 0 {
+                return Err(Error::Internal(format!("the wave runtime reported {model_errors} model errors")));
+            }
+        }
+        Ok(())
     }
 
     fn signal(&self, from: usize, to: usize, id: u32, add: u64) -> Result<()> {

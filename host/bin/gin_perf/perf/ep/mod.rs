@@ -230,13 +230,14 @@ fn post(f: &dyn Fabric, plan: &Plan, p: &Params, r: usize, combine: bool, drop_o
         };
         match p.mode {
             Mode::LowLatency => {
-                for j in 0..count {
-                    if std::mem::take(&mut drop_one) {
-                        continue;
-                    }
-                    let (w, off) = src_slot(j);
-                    f.put(r, q, w, off, dst_slot(j), h, None)?;
-                }
+                let items: Vec<(Win, u64, u64, u64)> = (0..count)
+                    .filter(|_| !std::mem::take(&mut drop_one))
+                    .map(|j| {
+                        let (w, off) = src_slot(j);
+                        (w, off, dst_slot(j), h)
+                    })
+                    .collect();
+                f.put_many(r, q, &items)?;
                 f.signal(r, q, id, count as u64 + 1)?;
             }
             Mode::HighThroughput => {
