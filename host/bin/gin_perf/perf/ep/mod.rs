@@ -453,7 +453,7 @@ pub fn measure(f: &dyn Fabric, nic_tids: &[i32], plan: &Plan, p: &Params, repeat
                             let counters = (0..n).map(|r| f.counters(r)).collect::<Vec<_>>();
                             let split = mark.split(0);
                             let _ = before.len();
-                            *after.lock().unwrap_or_else(|x| x.into_inner()) = Some((split, counters, ticks));
+                            *after.lock().unwrap_or_else(|x| x.into_inner()) = Some((split, counters, cpu::machine_ticks()));
                             *marks.lock().unwrap_or_else(|x| x.into_inner()) = Some((mark, before, ticks));
                         }
                     }
