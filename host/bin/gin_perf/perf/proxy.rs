@@ -89,6 +89,8 @@ unsafe impl Sync for ProxyRank {}
 pub struct Proxy {
     ranks: Vec<Arc<ProxyRank>>,
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    /// Posts that found their peer queue full and waited for the proxy.
+    full_waits: AtomicU64,
 }
 
 impl Proxy {
@@ -96,6 +98,9 @@ impl Proxy {
         let q = &self.ranks[from].queues[to];
         let idx = q.pi.fetch_add(1, Ordering::AcqRel);
         let t = Instant::now();
+        if idx.wrapping_sub(q.ci.load(Ordering::Acquire)) >= QUEUE_SIZE as u32 {
+            self.full_waits.fetch_add(1, Ordering::Relaxed);
+        }
         while idx.wrapping_sub(q.ci.load(Ordering::Acquire)) >= QUEUE_SIZE as u32 {
             self.check_proxy(from)?;
             if t.elapsed() > WAIT_LIMIT {
@@ -300,7 +305,7 @@ pub fn build_world(nranks: usize, src_bytes: usize, dst_bytes: usize, n_signals:
                 .map_err(|e| Error::System(format!("proxy thread: {e}")))
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(Proxy { ranks, threads: Mutex::new(threads) })
+    Ok(Proxy { ranks, threads: Mutex::new(threads), full_waits: AtomicU64::new(0) })
 }
 
 /// What the expert-parallel workload (perf/ep/) needs beyond [`Path`]:
@@ -338,6 +343,10 @@ impl Proxy {
             }
             std::thread::yield_now();
         }
+    }
+    /// Posts so far that found their peer queue (QUEUE_SIZE descriptors) full.
+    pub fn full_waits(&self) -> u64 {
+        self.full_waits.load(Ordering::Relaxed)
     }
     /// Waits (bounded) until every descriptor rank `from` queued completed.
     pub fn flush_rank(&self, from: usize) -> Result<()> {

@@ -43,6 +43,11 @@ pub trait Fabric: Send + Sync {
     /// Host addresses of `rank`'s source and destination windows.
     fn host(&self, rank: usize) -> (usize, usize);
     fn counters(&self, rank: usize) -> Option<CounterSnapshot>;
+    /// Posts so far that found their queue full and waited (the proxy's
+    /// per-peer descriptor queues; 0 where not counted).
+    fn queue_full_waits(&self) -> u64 {
+        0
+    }
 }
 
 pub struct Direct {
@@ -216,5 +221,9 @@ impl Fabric for ProxyFabric {
 
     fn counters(&self, rank: usize) -> Option<CounterSnapshot> {
         crate::perf::Path::counters(&self.proxy, rank)
+    }
+
+    fn queue_full_waits(&self) -> u64 {
+        self.proxy.full_waits()
     }
 }

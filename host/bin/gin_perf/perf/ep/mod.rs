@@ -115,6 +115,9 @@ pub struct EpRun {
     /// bytes compared in full (the last iteration).
     pub copies_checked: u64,
     pub bytes_checked: u64,
+    /// Posts per iteration that found their queue full (proxy: a peer's
+    /// GFD queue of 32) and waited for it to drain.
+    pub full_waits: f64,
     pub steal_pct: f64,
 }
 
@@ -343,6 +346,7 @@ pub fn measure(f: &dyn Fabric, nic_tids: &[i32], plan: &Plan, p: &Params, repeat
     let times: Mutex<Vec<Vec<[Option<Instant>; 4]>>> = Mutex::new(vec![Vec::new(); threads]);
     let req_cpu = std::sync::atomic::AtomicU64::new(0);
     let loop_cpu = std::sync::atomic::AtomicU64::new(0);
+    let (full_start, full_end) = (std::sync::atomic::AtomicU64::new(0), std::sync::atomic::AtomicU64::new(0));
     let checked = std::sync::atomic::AtomicU64::new(0);
     let checked_bytes = std::sync::atomic::AtomicU64::new(0);
     let marks: Mutex<Option<(cpu::Mark, Vec<Option<rccl_rust_gin::nic::CounterSnapshot>>, Option<(u64, u64)>)>> = Mutex::new(None);
@@ -352,6 +356,7 @@ pub fn measure(f: &dyn Fabric, nic_tids: &[i32], plan: &Plan, p: &Params, repeat
             let (barrier, first_error, failed, times, req_cpu, checked, checked_bytes, marks, after) =
                 (&barrier, &first_error, &failed, &times, &req_cpu, &checked, &checked_bytes, &marks, &after);
             let loop_cpu = &loop_cpu;
+            let (full_start, full_end) = (&full_start, &full_end);
             s.spawn(move || {
                 let mine: Vec<usize> = (t..n).step_by(threads).collect();
                 let mut prev: Vec<Vec<u64>> = mine.iter().map(|&r| (0..signals(n)).map(|id| f.read_signal(r, id as u32)).collect()).collect();
@@ -374,6 +379,7 @@ pub fn measure(f: &dyn Fabric, nic_tids: &[i32], plan: &Plan, p: &Params, repeat
                     }
                     barrier.wait();
                     if k == p.warmup && t == 0 {
+                        full_start.store(f.queue_full_waits(), std::sync::atomic::Ordering::Relaxed);
                         let counters = (0..n).map(|r| f.counters(r)).collect();
                         *marks.lock().unwrap_or_else(|x| x.into_inner()) = Some((cpu::Mark::now(nic_tids), counters, cpu::machine_ticks()));
                     }
@@ -451,6 +457,7 @@ pub fn measure(f: &dyn Fabric, nic_tids: &[i32], plan: &Plan, p: &Params, repeat
                             // Requesters' CPU is added by each driver below; the split's
                             // requester share is filled in after the join.
                             let counters = (0..n).map(|r| f.counters(r)).collect::<Vec<_>>();
+                            full_end.store(f.queue_full_waits(), std::sync::atomic::Ordering::Relaxed);
                             let split = mark.split(0);
                             let _ = before.len();
                             *after.lock().unwrap_or_else(|x| x.into_inner()) = Some((split, counters, cpu::machine_ticks()));
@@ -509,6 +516,7 @@ pub fn measure(f: &dyn Fabric, nic_tids: &[i32], plan: &Plan, p: &Params, repeat
     run.messages = msgs as f64 * halves;
     run.bytes = bytes as f64 * halves;
     let it = p.iters.max(1) as f64;
+    run.full_waits = full_end.into_inner().saturating_sub(full_start.into_inner()) as f64 / it;
     let (m, a) = (marks.into_inner().unwrap_or_else(|x| x.into_inner()), after.into_inner().unwrap_or_else(|x| x.into_inner()));
     if let (Some((_, before, t0)), Some((split, after, t1))) = (m, a) {
         let req = req_cpu.into_inner();

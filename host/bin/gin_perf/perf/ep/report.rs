@@ -32,6 +32,7 @@ pub struct EpSample {
     pub sys_cpu_us: Stat,
     pub copies_checked: u64,
     pub bytes_checked: u64,
+    pub full_waits: f64,
 }
 
 /// direct against proxy at one (ranks, tokens), within each repeat.
@@ -82,6 +83,7 @@ pub fn samples(runs: &[EpRun]) -> Vec<EpSample> {
                 sys_cpu_us: st(|r| r.sys_cpu_us),
                 copies_checked: rs.iter().map(|r| r.copies_checked).sum(),
                 bytes_checked: rs.iter().map(|r| r.bytes_checked).sum(),
+                full_waits: st(|r| r.full_waits).median,
                 path,
                 ranks,
                 tokens,
@@ -163,16 +165,17 @@ pub fn render(samples: &[EpSample], ratios: &[EpRatio], format: Format, setup: &
             }
             let _ = writeln!(s, "  us: time per iteration (median of repeats' medians; p99: median of repeats' p99s); Mmsg/s: puts+signals");
             let _ = writeln!(s, "  per us of the median; dbell, CQE, msgs: per iteration, all ranks; CPU us per iteration: req = driver");
-            let _ = writeln!(s, "  threads (the GPUs' part), nic = emulated NICs, host = every other thread (proxy threads)");
+            let _ = writeln!(s, "  threads (the GPUs' part), nic = emulated NICs, host = every other thread (proxy threads); qfull: posts per");
+            let _ = writeln!(s, "  iteration that found their queue full and waited (the proxy's 32-descriptor queue per peer)");
             let _ = writeln!(
                 s,
-                "{:<6} {:>5} {:>6} {:>10} {:>5} {:>10} {:>9} {:>9} {:>8} {:>7} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9}",
-                "path", "ranks", "tokens", "us", "sprd", "p99_us", "disp_us", "comb_us", "Mmsg/s", "GB/s", "msgs", "dbell", "CQE", "req_us", "nic_us", "host_us"
+                "{:<6} {:>5} {:>6} {:>10} {:>5} {:>10} {:>9} {:>9} {:>8} {:>7} {:>8} {:>8} {:>8} {:>7} {:>9} {:>9} {:>9}",
+                "path", "ranks", "tokens", "us", "sprd", "p99_us", "disp_us", "comb_us", "Mmsg/s", "GB/s", "msgs", "dbell", "CQE", "qfull", "req_us", "nic_us", "host_us"
             );
             for x in samples {
                 let _ = writeln!(
                     s,
-                    "{:<6} {:>5} {:>6} {:>10.1} {:>5} {:>10.1} {:>9.1} {:>9.1} {:>8.3} {:>7.3} {:>8.0} {:>8.1} {:>8.1} {:>9.1} {:>9.1} {:>9.1}",
+                    "{:<6} {:>5} {:>6} {:>10.1} {:>5} {:>10.1} {:>9.1} {:>9.1} {:>8.3} {:>7.3} {:>8.0} {:>8.1} {:>8.1} {:>7.1} {:>9.1} {:>9.1} {:>9.1}",
                     x.path,
                     x.ranks,
                     x.tokens,
@@ -186,6 +189,7 @@ pub fn render(samples: &[EpSample], ratios: &[EpRatio], format: Format, setup: &
                     x.messages,
                     x.doorbells,
                     x.cqes,
+                    x.full_waits,
                     x.req_cpu_us.median,
                     x.nic_cpu_us.median,
                     x.host_cpu_us.median
@@ -211,7 +215,7 @@ pub fn render(samples: &[EpSample], ratios: &[EpRatio], format: Format, setup: &
         Format::Csv => {
             let _ = writeln!(s, "# {}; {}", title(setup.emulated, "gin-perf ep"), setup.what);
             let names = ["time_us", "p99_us", "dispatch_us", "combine_us", "mmsg_per_s", "gb_per_s", "req_cpu_us", "nic_cpu_us", "host_cpu_us", "sys_cpu_us"];
-            let mut head = "path,ranks,tokens,messages,bytes,doorbells,cqes,wqebbs,copies_checked,bytes_checked".to_string();
+            let mut head = "path,ranks,tokens,messages,bytes,doorbells,cqes,wqebbs,copies_checked,bytes_checked,queue_full_waits".to_string();
             for n in names {
                 let _ = write!(head, ",{n}_median,{n}_min,{n}_max");
             }
@@ -219,8 +223,8 @@ pub fn render(samples: &[EpSample], ratios: &[EpRatio], format: Format, setup: &
             for x in samples {
                 let _ = write!(
                     s,
-                    "{},{},{},{},{},{:.2},{:.2},{:.2},{},{}",
-                    x.path, x.ranks, x.tokens, x.messages, x.bytes, x.doorbells, x.cqes, x.wqebbs, x.copies_checked, x.bytes_checked
+                    "{},{},{},{},{},{:.2},{:.2},{:.2},{},{},{:.1}",
+                    x.path, x.ranks, x.tokens, x.messages, x.bytes, x.doorbells, x.cqes, x.wqebbs, x.copies_checked, x.bytes_checked, x.full_waits
                 );
                 for st in [&x.time_us, &x.p99_us, &x.dispatch_us, &x.combine_us, &x.mmsg_per_s, &x.gb_per_s, &x.req_cpu_us, &x.nic_cpu_us, &x.host_cpu_us, &x.sys_cpu_us] {
                     let _ = write!(s, ",{:.4},{:.4},{:.4}", st.median, st.min, st.max);
@@ -242,7 +246,7 @@ pub fn render(samples: &[EpSample], ratios: &[EpRatio], format: Format, setup: &
             for (i, x) in samples.iter().enumerate() {
                 let _ = write!(
                     s,
-                    "{}{{\"path\":{:?},\"ranks\":{},\"tokens\":{},\"messages\":{},\"bytes\":{},\"doorbells\":{:.3},\"cqes\":{:.3},\"wqebbs\":{:.3},\"copies_checked\":{},{},{},{},{},{},{},{},{},{}}}",
+                    "{}{{\"path\":{:?},\"ranks\":{},\"tokens\":{},\"messages\":{},\"bytes\":{},\"doorbells\":{:.3},\"cqes\":{:.3},\"wqebbs\":{:.3},\"copies_checked\":{},\"queue_full_waits\":{:.1},{},{},{},{},{},{},{},{},{}}}",
                     if i == 0 { "" } else { "," },
                     x.path,
                     x.ranks,
@@ -253,6 +257,7 @@ pub fn render(samples: &[EpSample], ratios: &[EpRatio], format: Format, setup: &
                     x.cqes,
                     x.wqebbs,
                     x.copies_checked,
+                    x.full_waits,
                     stat_json("time_us", &x.time_us),
                     stat_json("p99_us", &x.p99_us),
                     stat_json("dispatch_us", &x.dispatch_us),
