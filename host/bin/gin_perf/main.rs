@@ -201,6 +201,11 @@ struct Args {
     /// 1: one thread posts each put alone, a doorbell each).
     #[arg(long, default_value_t = 1)]
     ep_lanes: usize,
+    /// -o ep-* --ep-mode ll, direct path: post a peer's token puts with the aggregate flag
+    /// (ncclGinOptFlagsAggregateRequests: no doorbell until the peer's signal), as the proxy's RMA
+    /// plugin aggregates what it finds queued.
+    #[arg(long)]
+    ep_aggregate: bool,
     /// Testing only: rank 0 leaves out one token of its last dispatch (the receivers' check must fail).
     #[arg(long, hide = true)]
     ep_fault_drop: bool,
@@ -690,6 +695,7 @@ fn ep_main(args: &Args, config: &Config, phase: perf::ep::Phase, format: report:
                             Box::new(fabric::Direct {
                                 ranks: perf::world::build_sized(config, n, settings, sb, db).map_err(|e| e.to_string())?,
                                 lanes: args.ep_lanes,
+                                aggregate: args.ep_aggregate,
                             })
                         }
                     };

@@ -5,7 +5,7 @@
 use crate::perf::gfd::{op, Gfd};
 use crate::perf::proxy::Proxy;
 use crate::perf::world::Rank;
-use rccl_rust_gin::abi::{rust_gin_signal, RUST_GIN_SIGNAL_INDEXED, RUST_GIN_SIGNAL_NONE, RUST_GIN_SIGNAL_OP_ADD};
+use rccl_rust_gin::abi::{rust_gin_signal, RUST_GIN_FLAG_AGGREGATE, RUST_GIN_SIGNAL_INDEXED, RUST_GIN_SIGNAL_NONE, RUST_GIN_SIGNAL_OP_ADD};
 use rccl_rust_gin::device::{self, DeviceStatus};
 use rccl_rust_gin::error::{Error, Result};
 use rccl_rust_gin::nic::CounterSnapshot;
@@ -55,6 +55,24 @@ pub struct Direct {
     /// Lanes of the lockstep wave that posts a peer's puts (1: one thread
     /// posts each put on its own, a doorbell each).
     pub lanes: usize,
+    /// Post a peer's token puts with RUST_GIN_FLAG_AGGREGATE (RCCL's
+    /// ncclGinOptFlagsAggregateRequests): published without a doorbell;
+    /// the signal that follows rings once for all of them.
+    pub aggregate: bool,
+}
+
+impl Direct {
+    fn put_flags(&self, from: usize, to: usize, src: Win, src_off: u64, dst_off: u64, bytes: u64, signal: Option<(u32, u64)>, flags: u32) -> Result<()> {
+        let r = &self.ranks[from];
+        let s = match src {
+            Win::Src => r.src.gin_handle() as *const _,
+            Win::Dst => r.dst.gin_handle() as *const _,
+        };
+        let d = r.dst.gin_handle() as *const _;
+        // SAFETY: the handle and windows live as long as the world.
+        let code = unsafe { device::rust_gin_put(r.handle(), 0, to as u32, d, dst_off, s, src_off, bytes, sig(signal), 0, 0, flags) };
+        check("put", code, r)
+    }
 }
 
 fn check(what: &str, code: i32, r: &Rank) -> Result<()> {
@@ -81,15 +99,7 @@ impl Fabric for Direct {
     }
 
     fn put(&self, from: usize, to: usize, src: Win, src_off: u64, dst_off: u64, bytes: u64, signal: Option<(u32, u64)>) -> Result<()> {
-        let r = &self.ranks[from];
-        let s = match src {
-            Win::Src => r.src.gin_handle() as *const _,
-            Win::Dst => r.dst.gin_handle() as *const _,
-        };
-        let d = r.dst.gin_handle() as *const _;
-        // SAFETY: the handle and windows live as long as the world.
-        let code = unsafe { device::rust_gin_put(r.handle(), 0, to as u32, d, dst_off, s, src_off, bytes, sig(signal), 0, 0, 0) };
-        check("put", code, r)
+        self.put_flags(from, to, src, src_off, dst_off, bytes, signal, 0)
     }
 
     /// With lanes > 1, up to `lanes` puts at a time as one lockstep wave
@@ -97,8 +107,9 @@ impl Fabric for Direct {
     /// tokens for one peer: one ticket and one doorbell per wave-wide post.
     fn put_many(&self, from: usize, to: usize, items: &[(Win, u64, u64, u64)]) -> Result<()> {
         if self.lanes <= 1 {
+            let flags = if self.aggregate { RUST_GIN_FLAG_AGGREGATE } else { 0 };
             for &(w, s, d, b) in items {
-                self.put(from, to, w, s, d, b, None)?;
+                self.put_flags(from, to, w, s, d, b, None, flags)?;
             }
             return Ok(());
         }
