@@ -151,3 +151,20 @@ fn the_ep_benchmark_routes_as_gin_perf_does() {
     assert_eq!(got, want, "gin_ep_hw.hip's routing differs from gin-perf's");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn both_benchmarks_compile_for_the_host_against_the_device_api_surface() {
+    // No HIP compiler here: the host C++ compiler checks the sources against
+    // stand-ins of HIP, RCCL and ncclGin's documented surface
+    // (tests/fixtures/hw_bench_stubs/), kernels compiled as host functions.
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+    for bench in ["gin_perf_hw", "gin_ep_hw"] {
+        let out = Command::new(&cxx)
+            .args(["-x", "c++", "-std=c++17", "-fsyntax-only", "-Wall", "-Werror", "-Wno-unused-variable", "-I"])
+            .arg(root().join("tests/fixtures/hw_bench_stubs"))
+            .arg(root().join(format!("benches/hw/{bench}.hip")))
+            .output()
+            .unwrap_or_else(|e| panic!("no C++ compiler ({cxx}: {e}); set CXX"));
+        assert!(out.status.success(), "{bench}.hip does not compile against the stand-ins:\n{}", String::from_utf8_lossy(&out.stderr));
+    }
+}
