@@ -140,6 +140,7 @@ fn bad_options_are_refused() {
         (vec!["--ep-warmup", "0"], "--ep-warmup 0"),
         (vec!["--ep-threads", "0"], "--ep-threads 0"),
         (vec!["--ep-lanes", "65"], "--ep-lanes 65"),
+        (vec!["--ep-max-mem", "1"], "over the limit of 1 MiB"),
     ] {
         let mut a = vec!["-o", "ep-dispatch"];
         a.extend(args.iter().copied());

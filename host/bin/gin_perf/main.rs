@@ -206,6 +206,10 @@ struct Args {
     /// plugin aggregates what it finds queued.
     #[arg(long)]
     ep_aggregate: bool,
+    /// -o ep-*: the most memory one point may take, MiB (windows of all ranks plus the direct path's
+    /// send rings); a larger point is refused before anything is allocated. Default: 80% of MemAvailable.
+    #[arg(long)]
+    ep_max_mem: Option<u64>,
     /// Testing only: rank 0 leaves out one token of its last dispatch (the receivers' check must fail).
     #[arg(long, hide = true)]
     ep_fault_drop: bool,
@@ -654,6 +658,11 @@ fn ep_main(args: &Args, config: &Config, phase: perf::ep::Phase, format: report:
     if matches!(args.path, PathArg::Proxy | PathArg::Both) {
         paths.push(PathArg::Proxy);
     }
+    let max_mem = match args.ep_max_mem {
+        Some(0) => return Err("--ep-max-mem 0: give MiB, at least 1".into()),
+        Some(m) => m << 20,
+        None => mem_available().map_or(u64::MAX, |a| a / 10 * 8),
+    };
     let load_start = report::load_average();
     let ticks_start = cpu::machine_ticks();
     let mut runs = vec![];
@@ -661,6 +670,17 @@ fn ep_main(args: &Args, config: &Config, phase: perf::ep::Phase, format: report:
         for &t in &tokens {
             let plan = routing::Plan::route(n, t, args.experts, args.topk, skew, args.seed)?;
             let (sb, db) = ep::window_bytes(&plan, &params);
+            // The direct path's send rings: a queue per (context, peer) of 2^log_depth 64-byte WQEBBs.
+            let need = (n * (sb + db) + n * n * (64usize << args.log_depth)) as u64;
+            if need > max_mem {
+                return Err(format!(
+                    "{n} ranks x {t} tokens x hidden {} need about {} MiB (windows and send rings), over the limit of {} MiB \
+                     (--ep-max-mem; default 80% of MemAvailable): lower --hidden, --tokens or --ep-ranks",
+                    args.hidden,
+                    need >> 20,
+                    max_mem >> 20
+                ));
+            }
             let recv = plan.received();
             eprintln!(
                 "gin-perf: {n} ranks x {t} tokens: {} copies per dispatch, {} to {} tokens per receiver, windows {:.1} + {:.1} MiB per rank ({:.0} MiB in all)",
@@ -750,4 +770,12 @@ fn ep_main(args: &Args, config: &Config, phase: perf::ep::Phase, format: report:
     ep::report::write_svg(&args.chart, &samples, emulated, phase.name())?;
     eprintln!("gin-perf: chart written to {}", args.chart.display());
     Ok(())
+}
+
+/// MemAvailable of /proc/meminfo, bytes (None where unknown).
+fn mem_available() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib << 10)
 }
