@@ -748,7 +748,26 @@ fn ep_main(args: &Args, config: &Config, phase: perf::ep::Phase, format: report:
         },
         args.seed,
         if mode == ep::Mode::HighThroughput { format!(", {} tokens per put", args.ep_chunk) } else { String::new() }
-    );
+    ) + &{
+        // What differs from the default direct path, so a table says what it measured.
+        let mut extra = String::new();
+        if config.emu_family != rccl_rust_gin::nic::NicFamily::Mlx5 {
+            extra += &format!("; emulated NICs present {}", config.emu_family.name());
+        }
+        if config.transport == rccl_rust_gin::config::Transport::Dc {
+            extra += "; DC transport on the direct path";
+        }
+        if config.signal_mode != SignalModeKnob::Auto {
+            extra += &format!("; direct-path signals: {:?}", config.signal_mode).to_lowercase();
+        }
+        if args.ep_aggregate {
+            extra += "; direct puts aggregated (one doorbell per peer signal)";
+        }
+        if args.ep_lanes > 1 {
+            extra += &format!("; direct puts from lockstep waves of {} lanes", args.ep_lanes);
+        }
+        extra
+    };
     let setup = ep::report::EpSetup {
         emulated,
         what: what.clone(),
