@@ -1,10 +1,12 @@
 //! The fabric between emulated NICs: ranks as threads of one process (queues
-//! in memory), or ranks as processes (rings in shared memory, shm.rs).
+//! in memory), ranks as processes (rings in shared memory, shm.rs), or ranks
+//! on different hosts (TCP connections, tcp/).
 //! Packets between two nodes arrive in the order they were sent; loopback to
 //! the sending node works like any other destination.
 
 use super::packet::{Packet, WireError};
 use super::shm::{SendError, ShmWire};
+use super::tcp::TcpWire;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
@@ -17,7 +19,7 @@ pub trait Stepper: Send + Sync {
     fn wake(&self);
 }
 
-struct Node {
+pub(super) struct Node {
     inbox: Mutex<VecDeque<Packet>>,
     /// Whether `inbox` may hold packets: set by a sender under the lock,
     /// cleared by the receiver that empties it. A receiver that finds it
@@ -28,15 +30,93 @@ struct Node {
     nic: Weak<dyn Stepper>,
 }
 
+/// The NICs of this process and their inboxes: the whole in-process fabric,
+/// and the local half of the TCP fabric (whose event loop delivers here).
 #[derive(Default)]
-struct Threads {
+pub(super) struct Threads {
     /// Read on every packet, written when a NIC joins or leaves.
     nodes: RwLock<Vec<Option<Arc<Node>>>>,
+}
+
+impl Threads {
+    pub(super) fn join(&self, nic: Weak<dyn Stepper>) -> u32 {
+        let mut nodes = self.nodes.write().unwrap_or_else(|e| e.into_inner());
+        nodes.push(Some(Arc::new(Node { inbox: Mutex::new(VecDeque::new()), queued: AtomicBool::new(false), nic })));
+        (nodes.len() - 1) as u32
+    }
+
+    pub(super) fn leave(&self, node: u32) {
+        if let Some(slot) = self.nodes.write().unwrap_or_else(|e| e.into_inner()).get_mut(node as usize) {
+            *slot = None;
+        }
+    }
+
+    pub(super) fn node(&self, id: u32) -> Option<Arc<Node>> {
+        self.nodes.read().unwrap_or_else(|e| e.into_inner()).get(id as usize).cloned().flatten()
+    }
+
+    /// Whether some NIC's inbox holds more than `limit` packets.
+    pub(super) fn any_backlog_over(&self, limit: usize) -> bool {
+        let nodes = self.nodes.read().unwrap_or_else(|e| e.into_inner());
+        nodes.iter().flatten().any(|n| {
+            n.queued.load(Ordering::Acquire) && n.inbox.lock().unwrap_or_else(|e| e.into_inner()).len() > limit
+        })
+    }
+
+    /// Queues the packets of `q` (all for `dst`, in order) in its inbox: one
+    /// lock and one wake whatever the count.
+    pub(super) fn deliver(&self, dst: u32, q: &mut VecDeque<Packet>) -> Result<usize, WireError> {
+        let node = self.node(dst).ok_or(WireError::UnknownNode(dst))?;
+        let n = q.len();
+        let mut inbox = node.inbox.lock().unwrap_or_else(|e| e.into_inner());
+        if inbox.is_empty() {
+            // The usual case: hand the whole queue over (buffers trade
+            // places) instead of moving packet by packet.
+            std::mem::swap(&mut *inbox, q);
+        } else {
+            inbox.extend(q.drain(..));
+        }
+        node.queued.store(true, Ordering::Release);
+        drop(inbox);
+        if let Some(nic) = node.nic.upgrade() {
+            nic.wake();
+        }
+        Ok(n)
+    }
+
+    pub(super) fn recv_batch(&self, node: u32, out: &mut VecDeque<Packet>, max: usize) -> usize {
+        // Under the read lock, without taking a reference count.
+        let nodes = self.nodes.read().unwrap_or_else(|e| e.into_inner());
+        let Some(Some(n)) = nodes.get(node as usize) else { return 0 };
+        if !n.queued.load(Ordering::Acquire) {
+            return 0;
+        }
+        let mut inbox = n.inbox.lock().unwrap_or_else(|e| e.into_inner());
+        let k = inbox.len().min(max);
+        if k == inbox.len() && out.is_empty() {
+            std::mem::swap(&mut *inbox, out); // all of it: trade buffers
+        } else {
+            out.extend(inbox.drain(..k));
+        }
+        if inbox.is_empty() {
+            n.queued.store(false, Ordering::Relaxed);
+        }
+        k
+    }
+
+    pub(super) fn recv(&self, node: u32) -> Option<Packet> {
+        self.node(node)?.inbox.lock().unwrap_or_else(|e| e.into_inner()).pop_front()
+    }
+
+    fn nics(&self) -> Vec<Arc<dyn Stepper>> {
+        self.nodes.read().unwrap_or_else(|e| e.into_inner()).iter().flatten().filter_map(|n| n.nic.upgrade()).collect()
+    }
 }
 
 enum Kind {
     Threads(Threads),
     Shm(ShmWire),
+    Tcp(TcpWire),
 }
 
 /// A fabric handle; clones share the fabric.
@@ -75,20 +155,57 @@ impl Fabric {
         Ok(Fabric(Arc::new(Kind::Shm(ShmWire::open(name, max_nodes)?))))
     }
 
+    /// Ranks on hosts joined by TCP: listens on `bind` (port 0: any) and
+    /// starts the event loop (tcp/). Peers are named by their listen address
+    /// ([`Fabric::listen_addr`]) together with a node id ([`Fabric::resolve`]).
+    pub fn tcp(bind: std::net::SocketAddr, opts: super::tcp::TcpOptions) -> std::io::Result<Fabric> {
+        Ok(Fabric(Arc::new(Kind::Tcp(TcpWire::start(bind, opts)?))))
+    }
+
+    /// The TCP fabric's listen address (None on the other fabrics).
+    pub fn listen_addr(&self) -> Option<std::net::SocketAddr> {
+        match &*self.0 {
+            Kind::Tcp(t) => Some(t.listen_addr()),
+            _ => None,
+        }
+    }
+
+    /// The node id that names NIC `node` of the process listening at `peer`
+    /// on this fabric (TCP: a local alias, made on first use; the NIC sends
+    /// to it like to any other node). Other fabrics: `node` itself.
+    pub fn resolve(&self, peer: Option<std::net::SocketAddr>, node: u32) -> Result<u32, WireError> {
+        match (&*self.0, peer) {
+            (Kind::Tcp(t), Some(p)) => t.resolve(p, node),
+            (Kind::Tcp(_), None) => Err(WireError::UnknownNode(node)),
+            (_, _) => Ok(node),
+        }
+    }
+
     /// The largest packet payload this wire carries (None: no limit).
     pub fn max_payload(&self) -> Option<usize> {
         match &*self.0 {
             Kind::Threads(_) => None,
             // Headers take well under 256 bytes of a packet.
             Kind::Shm(_) => Some(super::shm::MAX_PACKET - 256),
+            Kind::Tcp(_) => Some(super::tcp::frame::MAX_FRAME - 1024),
         }
     }
 
     /// Whether `node` can still receive: false when its process is gone.
     pub fn peer_alive(&self, node: u32) -> bool {
         match &*self.0 {
-            Kind::Threads(_) => self.node(node).is_some(),
+            Kind::Threads(t) => t.node(node).is_some(),
             Kind::Shm(s) => s.peer_alive(node),
+            Kind::Tcp(t) => t.peer_alive(node),
+        }
+    }
+
+    /// Why `node` cannot be reached (once peer_alive says so), naming it as
+    /// precisely as the fabric can.
+    pub fn peer_error(&self, node: u32) -> WireError {
+        match &*self.0 {
+            Kind::Tcp(t) => t.peer_error(node),
+            _ => WireError::PeerGone(node),
         }
     }
 
@@ -103,30 +220,17 @@ impl Fabric {
     /// Joins a NIC; returns its node id.
     pub fn join(&self, nic: Weak<dyn Stepper>) -> Result<u32, WireError> {
         match &*self.0 {
-            Kind::Threads(t) => {
-                let mut nodes = t.nodes.write().unwrap_or_else(|e| e.into_inner());
-                nodes.push(Some(Arc::new(Node { inbox: Mutex::new(VecDeque::new()), queued: AtomicBool::new(false), nic })));
-                Ok((nodes.len() - 1) as u32)
-            }
+            Kind::Threads(t) => Ok(t.join(nic)),
             Kind::Shm(s) => s.join(),
+            Kind::Tcp(t) => Ok(t.local().join(nic)),
         }
     }
 
     pub fn leave(&self, node: u32) {
         match &*self.0 {
-            Kind::Threads(t) => {
-                if let Some(slot) = t.nodes.write().unwrap_or_else(|e| e.into_inner()).get_mut(node as usize) {
-                    *slot = None;
-                }
-            }
+            Kind::Threads(t) => t.leave(node),
             Kind::Shm(s) => s.leave(node),
-        }
-    }
-
-    fn node(&self, id: u32) -> Option<Arc<Node>> {
-        match &*self.0 {
-            Kind::Threads(t) => t.nodes.read().unwrap_or_else(|e| e.into_inner()).get(id as usize).cloned().flatten(),
-            Kind::Shm(_) => None,
+            Kind::Tcp(t) => t.local().leave(node),
         }
     }
 
@@ -134,18 +238,18 @@ impl Fabric {
     /// packet comes back in [`SendError::Full`]); never waits.
     pub fn try_send(&self, p: Packet) -> Result<(), SendError> {
         match &*self.0 {
-            Kind::Threads(_) => {
-                let node = self.node(p.dst_node).ok_or(SendError::Wire(WireError::UnknownNode(p.dst_node)))?;
-                let mut inbox = node.inbox.lock().unwrap_or_else(|e| e.into_inner());
-                inbox.push_back(p);
-                node.queued.store(true, Ordering::Release);
-                drop(inbox);
-                if let Some(nic) = node.nic.upgrade() {
-                    nic.wake();
-                }
-                Ok(())
-            }
             Kind::Shm(s) => s.try_send(p),
+            _ => {
+                let dst = p.dst_node;
+                let mut q = VecDeque::from([p]);
+                match self.send_batch(dst, &mut q) {
+                    Ok(_) => match q.pop_front() {
+                        Some(p) => Err(SendError::Full(p)),
+                        None => Ok(()),
+                    },
+                    Err(e) => Err(SendError::Wire(e)),
+                }
+            }
         }
     }
 
@@ -154,24 +258,8 @@ impl Fabric {
     /// an in-process inbox, whatever the count. Returns how many went.
     pub fn send_batch(&self, dst: u32, q: &mut VecDeque<Packet>) -> Result<usize, WireError> {
         match &*self.0 {
-            Kind::Threads(_) => {
-                let node = self.node(dst).ok_or(WireError::UnknownNode(dst))?;
-                let n = q.len();
-                let mut inbox = node.inbox.lock().unwrap_or_else(|e| e.into_inner());
-                if inbox.is_empty() {
-                    // The usual case: hand the whole queue over (buffers trade
-                    // places) instead of moving packet by packet.
-                    std::mem::swap(&mut *inbox, q);
-                } else {
-                    inbox.extend(q.drain(..));
-                }
-                node.queued.store(true, Ordering::Release);
-                drop(inbox);
-                if let Some(nic) = node.nic.upgrade() {
-                    nic.wake();
-                }
-                Ok(n)
-            }
+            Kind::Threads(t) => t.deliver(dst, q),
+            Kind::Tcp(t) => t.send_batch(dst, q),
             Kind::Shm(s) => {
                 let mut n = 0;
                 while let Some(p) = q.pop_front() {
@@ -193,25 +281,8 @@ impl Fabric {
     /// in-process inbox). Returns how many.
     pub fn recv_batch(&self, node: u32, out: &mut VecDeque<Packet>, max: usize) -> usize {
         match &*self.0 {
-            Kind::Threads(t) => {
-                // Under the read lock, without taking a reference count.
-                let nodes = t.nodes.read().unwrap_or_else(|e| e.into_inner());
-                let Some(Some(n)) = nodes.get(node as usize) else { return 0 };
-                if !n.queued.load(Ordering::Acquire) {
-                    return 0;
-                }
-                let mut inbox = n.inbox.lock().unwrap_or_else(|e| e.into_inner());
-                let k = inbox.len().min(max);
-                if k == inbox.len() && out.is_empty() {
-                    std::mem::swap(&mut *inbox, out); // all of it: trade buffers
-                } else {
-                    out.extend(inbox.drain(..k));
-                }
-                if inbox.is_empty() {
-                    n.queued.store(false, Ordering::Relaxed);
-                }
-                k
-            }
+            Kind::Threads(t) => t.recv_batch(node, out, max),
+            Kind::Tcp(t) => t.local().recv_batch(node, out, max),
             Kind::Shm(s) => {
                 let mut k = 0;
                 while k < max {
@@ -227,7 +298,8 @@ impl Fabric {
     /// The next packet for `node`, if any.
     pub fn recv(&self, node: u32) -> Option<Packet> {
         match &*self.0 {
-            Kind::Threads(_) => self.node(node)?.inbox.lock().unwrap_or_else(|e| e.into_inner()).pop_front(),
+            Kind::Threads(t) => t.recv(node),
+            Kind::Tcp(t) => t.local().recv(node),
             Kind::Shm(s) => s.recv(node),
         }
     }
@@ -236,15 +308,8 @@ impl Fabric {
     /// none has work left. Returns the number of rounds that made progress.
     pub fn step_until_idle(&self) -> usize {
         let nics: Vec<Arc<dyn Stepper>> = match &*self.0 {
-            Kind::Threads(t) => t
-                .nodes
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .iter()
-                .flatten()
-                .filter_map(|n| n.nic.upgrade())
-                .collect(),
-            Kind::Shm(_) => Vec::new(),
+            Kind::Threads(t) => t.nics(),
+            Kind::Shm(_) | Kind::Tcp(_) => Vec::new(),
         };
         let mut rounds = 0;
         loop {

@@ -7,8 +7,8 @@
 //!   the device code's host build rings this NIC (and no other).
 //! - [`nic`]: one NIC (QPs, CQs, MRs), stepped deterministically or by a
 //!   polling thread.
-//! - [`fabric`], [`shm`], [`packet`]: the wire between NICs, in one process
-//!   or across processes.
+//! - [`fabric`], [`shm`], [`tcp`], [`packet`]: the wire between NICs, in one
+//!   process, across processes, or across hosts.
 //! - [`family_queue`]: a bnxt_re or ionic queue (nic/family.rs executes
 //!   those formats with the same requester and responder).
 //! - [`wqe`]: decoding a WQE from its bytes; [`mr`]: keys and access checks;
@@ -25,6 +25,7 @@ pub mod nic;
 pub mod packet;
 pub mod queue;
 pub mod shm;
+pub mod tcp;
 pub mod wqe;
 
 pub use crate::nic::CounterSnapshot;

@@ -16,6 +16,10 @@ pub enum WireError {
     /// A packet larger than the wire carries.
     TooLarge { bytes: usize, max: usize },
     Closed,
+    /// A NIC in another process of the TCP fabric cannot be reached: its
+    /// listen address and why (a reset, a silent connection, a damaged or
+    /// out-of-order frame).
+    Unreachable { node: u32, peer: String, why: String },
 }
 
 impl std::fmt::Display for WireError {
@@ -28,6 +32,9 @@ impl std::fmt::Display for WireError {
             WireError::PeerGone(n) => write!(f, "the process of node {n} is gone"),
             WireError::TooLarge { bytes, max } => write!(f, "a packet of {bytes} bytes (the wire carries {max})"),
             WireError::Closed => write!(f, "the fabric is closed"),
+            WireError::Unreachable { node, peer, why } => {
+                write!(f, "the emulated NIC at {peer} (node {node:#x}) is unreachable over the TCP fabric: {why}")
+            }
         }
     }
 }
@@ -244,7 +251,15 @@ impl Reader<'_> {
 
 impl Packet {
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = Writer(Vec::with_capacity(64 + self.body.payload_len()));
+        let mut v = Vec::with_capacity(64 + self.body.payload_len());
+        self.encode_into(&mut v);
+        v
+    }
+
+    /// Appends the encoding to `out` (the TCP fabric writes frames straight
+    /// into its send buffer, without a packet-sized copy in between).
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
+        let mut w = Writer(std::mem::take(out));
         w.u32(self.src_node);
         w.u32(self.dst_node);
         w.u32(self.src_qpn);
@@ -293,7 +308,7 @@ impl Packet {
                 w.u64(*old);
             }
         }
-        w.0
+        *out = w.0;
     }
 
     pub fn decode(b: &[u8]) -> Option<Packet> {

@@ -97,7 +97,7 @@ impl Inner {
             if w.packets.is_empty() {
                 w.since = None;
             } else if !self.fabric.peer_alive(dst) {
-                failed.push((dst, WireError::PeerGone(dst)));
+                failed.push((dst, self.fabric.peer_error(dst)));
             } else if moved > 0 || w.since.is_none() {
                 w.since = Some(Instant::now());
             } else if w.since.is_some_and(|t| t.elapsed() > STALL_LIMIT) {
@@ -131,7 +131,7 @@ impl Inner {
         let mut progress = false;
         for node in waiting {
             if !self.fabric.peer_alive(node) {
-                self.fail_peer(st, node, &WireError::PeerGone(node));
+                self.fail_peer(st, node, &self.fabric.peer_error(node));
                 progress = true;
             }
         }
