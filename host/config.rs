@@ -22,6 +22,10 @@ pub enum EmuFabric {
     Local(String),
     /// Ranks are processes sharing the named memory segment.
     Shm(String),
+    /// Ranks are processes on hosts joined by TCP (emu/tcp/): the address
+    /// to listen on ("" = the connection-setup interface's, as
+    /// RCCL_RUST_GIN_SOCKET_IFNAME picks it).
+    Tcp(String),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,6 +86,9 @@ pub struct Config {
     pub emu_threads: EmuThreads,
     pub emu_mtu: usize,
     pub emu_read_delay_us: u64,
+    /// TCP fabric: a peer silent (or a connect pending) this long is
+    /// unreachable.
+    pub emu_tcp_timeout_ms: u64,
     /// The NIC family the emulated NIC presents (its queue formats).
     pub emu_family: crate::nic::NicFamily,
     /// The firmware WQE ABI version an emulated ionic NIC presents.
@@ -125,6 +132,7 @@ impl Default for Config {
             emu_threads: EmuThreads::Auto,
             emu_mtu: 4096,
             emu_read_delay_us: 0,
+            emu_tcp_timeout_ms: 5000,
             emu_family: crate::nic::NicFamily::Mlx5,
             emu_ionic_abi: 2,
             fw_check: crate::nic::gates::FwCheck::Warn,
@@ -150,7 +158,8 @@ pub const KNOBS: &[(&str, &str, &str)] = &[
     ("RCCL_RUST_GIN_QUEUE_PLACEMENT", "host", "host (pinned host memory, as rocSHMEM) or device (GPU memory) for queue rings and doorbell records"),
     ("RCCL_RUST_GIN_SOCKET_IFNAME", "(NCCL_SOCKET_IFNAME, else the first non-loopback interface)", "interface of the connection-setup sockets, as NCCL_SOCKET_IFNAME: name prefixes, `=` before the list for exact names, `^` first to exclude; IPv4 or IPv6"),
     ("RCCL_RUST_GIN_CONNECT_TIMEOUT_MS", "120000", "bound on connection setup with every peer"),
-    ("RCCL_RUST_GIN_EMU_FABRIC", "local:default", "emu only: local:<name> (ranks as threads) or shm:<name> (ranks as processes)"),
+    ("RCCL_RUST_GIN_EMU_FABRIC", "local:default", "emu only: local:<name> (ranks as threads), shm:<name> (ranks as processes of one host), tcp (ranks on hosts joined by TCP, listening on the connection-setup interface: `RCCL_RUST_GIN_SOCKET_IFNAME`) or tcp:<IP address> (listening on that address); docs/architecture.md, \"The TCP fabric\""),
+    ("RCCL_RUST_GIN_EMU_TCP_TIMEOUT_MS", "5000", "emu only, with `RCCL_RUST_GIN_EMU_FABRIC=tcp`: a peer process from which nothing (not even a heartbeat, sent every quarter of this) arrives for this long, or whose connect takes longer, is unreachable: its operations end in error CQEs within this plus 100 ms; 50 to 3600000"),
     ("RCCL_RUST_GIN_EMU_PROGRESS", "thread", "emu only: thread (polling threads run the NICs, `RCCL_RUST_GIN_EMU_THREADS`) or proxy (RCCL's ginProgress drives it)"),
     ("RCCL_RUST_GIN_EMU_THREADS", "auto", "emu only, with progress thread: the threads that run a process's emulated NICs: auto (half the CPUs the process may use, at least 1), a number from 1 to 1024 (the NICs of a fabric take turns on that many threads, assigned in turn), or nic (a thread per NIC)"),
     ("RCCL_RUST_GIN_EMU_MTU", "4096", "emu only: packet payload size, a power of two from 256 to 65536"),
@@ -230,12 +239,17 @@ impl Config {
             c.emu_fabric = match v.split_once(':') {
                 Some(("local", n)) if !n.is_empty() => EmuFabric::Local(n.into()),
                 Some(("shm", n)) if !n.is_empty() && !n.contains('/') => EmuFabric::Shm(n.into()),
+                None if v == "tcp" => EmuFabric::Tcp(String::new()),
+                Some(("tcp", ip)) if ip.parse::<std::net::IpAddr>().is_ok() => EmuFabric::Tcp(ip.into()),
                 _ => {
                     return Err(Error::InvalidArgument(format!(
-                        "RCCL_RUST_GIN_EMU_FABRIC={v:?}: use local:<name> or shm:<name>"
+                        "RCCL_RUST_GIN_EMU_FABRIC={v:?}: use local:<name>, shm:<name>, tcp or tcp:<IP address>"
                     )))
                 }
             };
+        }
+        if let Some(v) = get("RCCL_RUST_GIN_EMU_TCP_TIMEOUT_MS") {
+            c.emu_tcp_timeout_ms = number("RCCL_RUST_GIN_EMU_TCP_TIMEOUT_MS", &v, 50u64, 3_600_000)?;
         }
         if let Some(v) = get("RCCL_RUST_GIN_EMU_FAMILY") {
             c.emu_family = match v.as_str() {

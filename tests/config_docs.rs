@@ -58,6 +58,7 @@ fn spec(name: &str) -> Option<Spec> {
         }),
         "RCCL_RUST_GIN_CONNECT_TIMEOUT_MS" => ("100", || at_load("RCCL_RUST_GIN_CONNECT_TIMEOUT_MS", "soon")),
         "RCCL_RUST_GIN_EMU_FABRIC" => ("shm:x", || at_load("RCCL_RUST_GIN_EMU_FABRIC", "nfs:/x")),
+        "RCCL_RUST_GIN_EMU_TCP_TIMEOUT_MS" => ("1000", || at_load("RCCL_RUST_GIN_EMU_TCP_TIMEOUT_MS", "10")),
         "RCCL_RUST_GIN_EMU_READ_DELAY_US" => ("30000000", || at_load("RCCL_RUST_GIN_EMU_READ_DELAY_US", "60000001")),
         "RCCL_RUST_GIN_EMU_PROGRESS" => ("proxy", || at_load("RCCL_RUST_GIN_EMU_PROGRESS", "never")),
         "RCCL_RUST_GIN_EMU_THREADS" => ("nic", || at_load("RCCL_RUST_GIN_EMU_THREADS", "0")),

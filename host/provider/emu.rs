@@ -11,6 +11,7 @@ use crate::config::{Config, EmuFabric, EmuProgress, ProviderKind};
 use crate::emu::nic::Poller;
 use crate::emu::family_queue::EmuFamilyQp;
 use crate::emu::nic::QueueFormat;
+use crate::emu::tcp::TcpOptions;
 use crate::emu::{EmuNic, EmuQp, Fabric, NicConfig, Region, UarPage, WeakFabric};
 use crate::error::{Error, Result};
 use crate::ffi::nccl::{NCCL_PTR_CUDA, NCCL_PTR_HOST};
@@ -31,7 +32,7 @@ fn fabrics() -> &'static Mutex<HashMap<EmuFabric, WeakFabric>> {
 }
 
 /// The process's handle on a named fabric (created on first use).
-fn fabric(which: &EmuFabric) -> Result<Fabric> {
+fn fabric(which: &EmuFabric, tcp: &TcpSetup) -> Result<Fabric> {
     let mut map = fabrics().lock().unwrap_or_else(|e| e.into_inner());
     if let Some(f) = map.get(which).and_then(WeakFabric::upgrade) {
         return Ok(f);
@@ -40,6 +41,18 @@ fn fabric(which: &EmuFabric) -> Result<Fabric> {
         EmuFabric::Local(_) => Fabric::threads(),
         EmuFabric::Shm(name) => Fabric::shm_open(name, crate::emu::shm::MAX_NODES)
             .map_err(|e| Error::System(format!("emulated fabric shm:{name}: {e}")))?,
+        EmuFabric::Tcp(ip) => {
+            let ip: std::net::IpAddr = match ip.as_str() {
+                "" => crate::oob::pick_address(tcp.ifname.as_deref())?,
+                s => s.parse().map_err(|_| {
+                    Error::InvalidArgument(format!("RCCL_RUST_GIN_EMU_FABRIC=tcp:{s}: not an IP address"))
+                })?,
+            };
+            let opts = TcpOptions { dead_after: tcp.dead_after, fabric_id: fabric_id(which) };
+            Fabric::tcp(std::net::SocketAddr::new(ip, 0), opts).map_err(|e| {
+                Error::System(format!("emulated TCP fabric: cannot listen on {ip} (RCCL_RUST_GIN_EMU_FABRIC): {e}"))
+            })?
+        }
     };
     map.insert(which.clone(), f.downgrade());
     Ok(f)
@@ -64,11 +77,20 @@ fn shared_poller(which: &EmuFabric, threads: u32) -> Arc<Poller> {
     p
 }
 
+/// What a TCP fabric needs from the configuration.
+#[derive(Clone)]
+struct TcpSetup {
+    ifname: Option<String>,
+    dead_after: Duration,
+}
+
 fn fabric_id(which: &EmuFabric) -> u64 {
-    // FNV-1a over the spelling: the same on every rank of the fabric.
+    // FNV-1a over the spelling: the same on every rank of the fabric (TCP:
+    // each host may name its own address; the fabric is the same).
     let s = match which {
         EmuFabric::Local(n) => format!("local:{n}:{}", std::process::id()),
         EmuFabric::Shm(n) => format!("shm:{n}"),
+        EmuFabric::Tcp(_) => "tcp".to_string(),
     };
     s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
 }
@@ -78,6 +100,7 @@ pub struct EmuProvider {
     /// its own node on the fabric (stepped by a poller: shared_poller).
     nics: usize,
     fabric: EmuFabric,
+    tcp: TcpSetup,
     progress: EmuProgress,
     /// Threads the NICs of a fabric share (None: one per NIC).
     threads: Option<u32>,
@@ -93,6 +116,10 @@ impl EmuProvider {
         Ok(EmuProvider {
             nics: config.rails.max(1) as usize,
             fabric: config.emu_fabric.clone(),
+            tcp: TcpSetup {
+                ifname: config.socket_ifname.clone(),
+                dead_after: Duration::from_millis(config.emu_tcp_timeout_ms),
+            },
             progress: config.emu_progress,
             threads: config.emu_threads.resolve(),
             mtu: config.emu_mtu,
@@ -137,7 +164,7 @@ impl Provider for EmuProvider {
     }
     fn open(&self, dev: usize) -> Result<Arc<dyn Nic>> {
         check_dev(dev, self.nics)?;
-        let f = fabric(&self.fabric)?;
+        let f = fabric(&self.fabric, &self.tcp)?;
         let nic = EmuNic::new(&f, NicConfig {
                 name: format!("emu-{}-{dev}", std::process::id()),
                 mtu: self.mtu,
@@ -155,6 +182,7 @@ impl Provider for EmuProvider {
         let pd = nic.alloc_pd();
         Ok(Arc::new(EmuDevice {
             dev,
+            fabric: f,
             nic,
             pd,
             fabric_id: fabric_id(&self.fabric),
@@ -168,6 +196,8 @@ impl Provider for EmuProvider {
 
 pub struct EmuDevice {
     dev: usize,
+    /// The NIC's fabric: a TCP fabric turns peer addresses into node ids.
+    fabric: Fabric,
     nic: EmuNic,
     pd: u32,
     fabric_id: u64,
@@ -218,10 +248,48 @@ impl EmuDevice {
     }
 }
 
+/// An emulated NIC's address: KIND_TAG | fabric id u64 | node u32 | then,
+/// on the TCP fabric, its process's listen address: family u8 (4 or 6) |
+/// ip [16] | port u16 (bytes 13..32 of 40).
 fn decode(a: &NicAddress) -> Option<(u64, u32)> {
     (a[0] == KIND_TAG).then(|| {
         (u64::from_le_bytes(a[1..9].try_into().expect("8 bytes")), u32::from_le_bytes(a[9..13].try_into().expect("4")))
     })
+}
+
+fn encode_listen(a: &mut NicAddress, s: std::net::SocketAddr) {
+    match s.ip() {
+        std::net::IpAddr::V4(v4) => {
+            a[13] = 4;
+            a[14..18].copy_from_slice(&v4.octets());
+        }
+        std::net::IpAddr::V6(v6) => {
+            a[13] = 6;
+            a[14..30].copy_from_slice(&v6.octets());
+        }
+    }
+    a[30..32].copy_from_slice(&s.port().to_le_bytes());
+}
+
+fn decode_listen(a: &NicAddress) -> Option<std::net::SocketAddr> {
+    let raw: [u8; 16] = a[14..30].try_into().expect("16");
+    let ip: std::net::IpAddr = match a[13] {
+        4 => std::net::Ipv4Addr::new(raw[0], raw[1], raw[2], raw[3]).into(),
+        6 => std::net::Ipv6Addr::from(raw).into(),
+        _ => return None,
+    };
+    Some(std::net::SocketAddr::new(ip, u16::from_le_bytes(a[30..32].try_into().expect("2"))))
+}
+
+/// The node id by which `fabric` reaches the NIC at `remote` (TCP: an alias
+/// of its process's listen address and node).
+fn node_of(fabric: &Fabric, remote: &NicAddress) -> Result<u32> {
+    let (_, node) = decode(remote).ok_or_else(|| Error::InvalidArgument("not an emulated-NIC address".into()))?;
+    let listen = decode_listen(remote);
+    if fabric.listen_addr().is_some() && listen.is_none() {
+        return Err(Error::InvalidArgument("the peer's emulated-NIC address carries no TCP listen address".into()));
+    }
+    fabric.resolve(listen, node).map_err(|e| Error::System(format!("emulated TCP fabric: {e}")))
 }
 
 struct EmuRegion {
@@ -249,18 +317,23 @@ impl Drop for EmuRegion {
 }
 
 /// INIT -> RTR -> RTS of emulated QP `qpn` towards the NIC at `remote`.
-fn connect_emu(qpn: u32, remote: &NicAddress, connect: impl FnOnce(u32) -> std::result::Result<(), crate::emu::nic::NicError>) -> Result<()> {
-    let (_, node) = decode(remote).ok_or_else(|| Error::InvalidArgument("not an emulated-NIC address".into()))?;
+fn connect_emu(
+    fabric: &Fabric,
+    qpn: u32,
+    remote: &NicAddress,
+    connect: impl FnOnce(u32) -> std::result::Result<(), crate::emu::nic::NicError>,
+) -> Result<()> {
+    let node = node_of(fabric, remote)?;
     connect(node).map_err(|e| Error::System(format!("emulated QP {qpn:#x}: {e}")))
 }
 
-struct EmuQueuePair(EmuQp);
+struct EmuQueuePair(EmuQp, Fabric);
 impl QueuePair for EmuQueuePair {
     fn qpn(&self) -> u32 {
         self.0.qpn
     }
     fn connect(&self, remote: &NicAddress, remote_qpn: u32) -> Result<()> {
-        connect_emu(self.0.qpn, remote, |node| self.0.connect(node, remote_qpn))
+        connect_emu(&self.1, self.0.qpn, remote, |node| self.0.connect(node, remote_qpn))
     }
     fn descriptor(&self, peer: u32, error: u64, timeout_ns: u64) -> QueueDescriptor {
         QueueDescriptor::Mlx5(self.0.descriptor(peer, error, timeout_ns))
@@ -274,13 +347,13 @@ impl QueuePair for EmuQueuePair {
 }
 
 /// A bnxt_re or ionic queue pair on an emulated NIC presenting that family.
-struct EmuFamilyQueuePair(EmuFamilyQp, NicFamily);
+struct EmuFamilyQueuePair(EmuFamilyQp, NicFamily, Fabric);
 impl QueuePair for EmuFamilyQueuePair {
     fn qpn(&self) -> u32 {
         self.0.qpn
     }
     fn connect(&self, remote: &NicAddress, remote_qpn: u32) -> Result<()> {
-        connect_emu(self.0.qpn, remote, |node| self.0.connect(node, remote_qpn))
+        connect_emu(&self.2, self.0.qpn, remote, |node| self.0.connect(node, remote_qpn))
     }
     fn descriptor(&self, peer: u32, error: u64, timeout_ns: u64) -> QueueDescriptor {
         QueueDescriptor::Nic(self.1, self.0.descriptor(peer, error, timeout_ns))
@@ -325,6 +398,9 @@ impl Nic for EmuDevice {
         a[0] = KIND_TAG;
         a[1..9].copy_from_slice(&self.fabric_id.to_le_bytes());
         a[9..13].copy_from_slice(&self.nic.node().to_le_bytes());
+        if let Some(listen) = self.fabric.listen_addr() {
+            encode_listen(&mut a, listen);
+        }
         a
     }
     fn check_peer(&self, remote: &NicAddress) -> Result<()> {
@@ -332,7 +408,7 @@ impl Nic for EmuDevice {
             Some((f, _)) if f == self.fabric_id => Ok(()),
             Some(_) => Err(Error::InvalidArgument(
                 "the peer's emulated NIC is on another fabric (RCCL_RUST_GIN_EMU_FABRIC differs, or ranks in \
-                 separate processes need shm:<name>)"
+                 separate processes need shm:<name> or tcp)"
                     .into(),
             )),
             None => Err(Error::InvalidArgument("the peer's handle is not from the emulated provider".into())),
@@ -351,12 +427,12 @@ impl Nic for EmuDevice {
             // Rings in host memory either way: nothing here is GPU memory.
             let qp = EmuFamilyQp::create(&self.nic, self.pd, format, log_depth, &HostMemory)
                 .map_err(|e| Error::System(format!("emulated {} NIC: {e}", self.family.name())))?;
-            return Ok(Box::new(EmuFamilyQueuePair(qp, self.family)));
+            return Ok(Box::new(EmuFamilyQueuePair(qp, self.family, self.fabric.clone())));
         }
         let rings = if rings_in_device_memory { RingHome::Device } else { RingHome::Host };
         let mem = QueueMem::new(&HostMemory, log_depth, rings)?;
         let qp = EmuQp::create_on(&self.nic, self.pd, mem, self.uar_page()).map_err(|e| Error::System(format!("emulated NIC: {e}")))?;
-        Ok(Box::new(EmuQueuePair(qp)))
+        Ok(Box::new(EmuQueuePair(qp, self.fabric.clone())))
     }
     fn create_dci(&self, log_depth: u32, _traffic_class: u8, rings_in_device_memory: bool) -> Result<Box<dyn QueuePair>> {
         self.mlx5_only("DC initiators")?;
@@ -365,7 +441,7 @@ impl Nic for EmuDevice {
         let mem = QueueMem::new(&HostMemory, log_depth + crate::mlx5::queue::DC_WQE_SHIFT, rings)?;
         let qp = EmuQp::create_dci_on(&self.nic, self.pd, mem, self.uar_page())
             .map_err(|e| Error::System(format!("emulated NIC: {e}")))?;
-        Ok(Box::new(EmuQueuePair(qp)))
+        Ok(Box::new(EmuQueuePair(qp, self.fabric.clone())))
     }
     fn create_dct(&self, key: u64) -> Result<Box<dyn DcTarget>> {
         self.mlx5_only("DC targets")?;
@@ -373,8 +449,7 @@ impl Nic for EmuDevice {
     }
     fn dc_address(&self, remote: &NicAddress) -> Result<crate::mlx5::wire::DatagramSeg> {
         self.check_peer(remote)?;
-        let (_, node) = decode(remote).ok_or_else(|| Error::InvalidArgument("not an emulated-NIC address".into()))?;
-        Ok(crate::emu::nic::dc_address_of(node))
+        Ok(crate::emu::nic::dc_address_of(node_of(&self.fabric, remote)?))
     }
     unsafe fn reg_mr(&self, addr: u64, len: u64, access: Access) -> Result<Box<dyn MemoryRegion>> {
         // Both memory kinds are host memory here, and the emulated NIC pins
