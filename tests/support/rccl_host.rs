@@ -24,7 +24,11 @@ pub fn setup_env() {
             if std::env::var_os("RCCL_RUST_GIN_TIMEOUT_MS").is_none() {
                 std::env::set_var("RCCL_RUST_GIN_TIMEOUT_MS", "20000");
             }
-            std::env::set_var("RCCL_RUST_GIN_SOCKET_IFNAME", "lo");
+            // A child placed in a network namespace (tests/emu_tcp.rs) keeps
+            // the interface it was given.
+            if std::env::var_os("RCCL_RUST_GIN_SOCKET_IFNAME").is_none() {
+                std::env::set_var("RCCL_RUST_GIN_SOCKET_IFNAME", "lo");
+            }
             // READ data lands 30 s after its CQE unless a flush's DUMP lands
             // it: every get a test reads back must have been flushed.
             std::env::set_var("RCCL_RUST_GIN_EMU_READ_DELAY_US", "30000000");
