@@ -28,8 +28,11 @@ struct Conn {
     peer: Option<usize>,
     outgoing: bool,
     connected: bool,
+    /// Bytes read and not yet taken are rbuf[rstart..rend]; the rest of
+    /// rbuf is room (zeroed once, not per read).
     rbuf: Vec<u8>,
     rstart: usize,
+    rend: usize,
     wbuf: Vec<u8>,
     wpos: usize,
     /// Bytes at the front of `wbuf` that the peer's `queued` does not count
@@ -137,6 +140,7 @@ impl Loop {
             connected,
             rbuf: Vec::new(),
             rstart: 0,
+            rend: 0,
             wbuf: Vec::new(),
             wpos: 0,
             uncounted: 0,
@@ -341,17 +345,23 @@ impl Loop {
         let mut fault: Option<(String, bool)> = None;
         loop {
             let c = self.conn(i).expect("live");
-            let have = c.rbuf.len();
-            c.rbuf.resize(have + CHUNK, 0);
-            let r = c.stream.read(&mut c.rbuf[have..]);
+            if c.rend == c.rbuf.len() {
+                // Out of room: move what is left to the front, or grow.
+                c.rbuf.copy_within(c.rstart..c.rend, 0);
+                c.rend -= c.rstart;
+                c.rstart = 0;
+                if c.rbuf.len() - c.rend < CHUNK {
+                    c.rbuf.resize(c.rend + 2 * CHUNK, 0);
+                }
+            }
+            let r = c.stream.read(&mut c.rbuf[c.rend..]);
             match r {
                 Ok(0) => {
-                    c.rbuf.truncate(have);
                     fault = Some(("closed the connection (its process ended, or closed the fabric)".into(), false));
                     break;
                 }
                 Ok(n) => {
-                    c.rbuf.truncate(have + n);
+                    c.rend += n;
                     c.last_rx = Instant::now();
                     if let Err(e) = self.frames(i) {
                         fault = Some((e, true));
@@ -363,17 +373,14 @@ impl Loop {
                         break;
                     }
                 }
-                Err(e) => {
-                    c.rbuf.truncate(have);
-                    match e.kind() {
-                        ErrorKind::WouldBlock => break,
-                        ErrorKind::Interrupted => continue,
-                        _ => {
-                            fault = Some((format!("read failed: {e}"), true));
-                            break;
-                        }
+                Err(e) => match e.kind() {
+                    ErrorKind::WouldBlock => break,
+                    ErrorKind::Interrupted => continue,
+                    _ => {
+                        fault = Some((format!("read failed: {e}"), true));
+                        break;
                     }
-                }
+                },
             }
         }
         if let Some((why, warn)) = fault {
@@ -389,7 +396,7 @@ impl Loop {
         let mut batch_dst = u32::MAX;
         let mut result = Ok(());
         loop {
-            let (f, n) = match frame::take(&c.rbuf[c.rstart..], &mut c.next_seq) {
+            let (f, n) = match frame::take(&c.rbuf[c.rstart..c.rend], &mut c.next_seq) {
                 Ok(Some(x)) => x,
                 Ok(None) => break,
                 Err(e) => {
@@ -436,9 +443,9 @@ impl Loop {
                 }
             }
         }
-        if c.rstart > 0 && (c.rstart == c.rbuf.len() || c.rstart > CHUNK) {
-            c.rbuf.drain(..c.rstart);
+        if c.rstart == c.rend {
             c.rstart = 0;
+            c.rend = 0;
         }
         if !batch.is_empty() {
             deliver(&sh, batch_dst, &mut batch);
