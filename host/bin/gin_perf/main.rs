@@ -88,6 +88,15 @@ enum FamilyArg {
     Ionic,
 }
 
+/// What joins the emulated NICs of the ranks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum FabricArg {
+    /// Memory: the ranks are threads of this process, their NICs one fabric.
+    Local,
+    /// TCP: each rank's NIC on its own TCP fabric on its --hosts address.
+    Tcp,
+}
+
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum FormatArg {
     Table,
@@ -153,6 +162,16 @@ struct Args {
     /// docs/nic-families.md). With --provider mlx5 the hardware decides.
     #[arg(long, value_enum, default_value = "mlx5")]
     family: FamilyArg,
+    /// The emulated NICs' fabric: local (in memory) or tcp (each rank's NIC listening on its
+    /// --hosts address, packets over TCP; docs/performance.md, "Across network namespaces").
+    /// tcp measures the direct path (the proxy path's plugin takes its fabric from the
+    /// environment, one per process).
+    #[arg(long, value_enum, default_value = "local")]
+    fabric: FabricArg,
+    /// With --fabric tcp: one host per rank, IP or IP@NETNS (a network namespace under
+    /// /run/netns, which the rank's thread enters for its sockets), comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    hosts: Vec<perf::world::Host>,
     #[arg(short = 'f', long, value_enum, default_value = "table")]
     format: FormatArg,
     /// Where to write the SVG chart of latency, message rate and bandwidth against size.
@@ -260,8 +279,33 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(args: Args) -> Result<(), String> {
+fn run(mut args: Args) -> Result<(), String> {
     let sizes = sizes(&args.size)?;
+    match args.fabric {
+        FabricArg::Local if !args.hosts.is_empty() => return Err("--hosts needs --fabric tcp".into()),
+        FabricArg::Local => {}
+        FabricArg::Tcp => {
+            if args.hosts.len() < 2 {
+                return Err("--fabric tcp needs --hosts with one address per rank (at least 2)".into());
+            }
+            if !matches!(args.provider, ProviderArg::Emu) {
+                return Err("--fabric tcp is the emulated NIC's (--provider emu)".into());
+            }
+            if args.path == PathArg::Proxy {
+                return Err("--fabric tcp measures the direct path only (--path direct)".into());
+            }
+            if args.path == PathArg::Both {
+                eprintln!("gin-perf: --fabric tcp: measuring the direct path only");
+                args.path = PathArg::Direct;
+            }
+            args.ranks = args.hosts.len();
+            eprintln!(
+                "gin-perf: {} ranks on the TCP fabric: {}",
+                args.ranks,
+                args.hosts.iter().map(|h| format!("{}{}", h.ip, h.netns.as_ref().map_or(String::new(), |n| format!(" (netns {n})")))).collect::<Vec<_>>().join(", ")
+            );
+        }
+    }
     if args.ranks < 2 {
         return Err("--ranks must be at least 2".into());
     }
@@ -400,7 +444,7 @@ fn run(args: Args) -> Result<(), String> {
         let path: Box<dyn perf::Path> = match which {
             PathArg::Proxy => perf::proxy::build(&config, args.ranks, max as usize).map_err(|e| e.to_string())?,
             _ => {
-                let world = perf::world::build(&config, args.ranks, settings, max as usize).map_err(|e| e.to_string())?;
+                let world = perf::world::build(&config, args.ranks, settings, max as usize, &args.hosts).map_err(|e| e.to_string())?;
                 Box::new(Direct { ranks: world, lane_contexts: lane_mode == LaneMode::Queues })
             }
         };
@@ -456,7 +500,7 @@ fn run(args: Args) -> Result<(), String> {
         }),
     };
     print!("{}", report::render(&samples, &ratios, format, &setup));
-    if !args.no_datapath && emulated && format == report::Format::Table {
+    if !args.no_datapath && emulated && format == report::Format::Table && args.fabric == FabricArg::Local {
         let f = datapath::run(&config, min_time).map_err(|e| e.to_string())?;
         println!("\n{}", report::title(true, "data-path figures (mlx5 producer, one thread each)"));
         println!("  (store loop and posting: per second of the thread's own CPU time, median of its rounds; other jobs on these cores stretch wall time)");
@@ -528,7 +572,7 @@ fn rails_sweep(
             for &r in rails {
                 let config = Config { rails: r, ..config.clone() };
                 let before = cpu::threads_named("emu-nic");
-                let world = perf::world::build(&config, args.ranks, settings, max).map_err(|e| e.to_string())?;
+                let world = perf::world::build(&config, args.ranks, settings, max, &args.hosts).map_err(|e| e.to_string())?;
                 let path = Direct { ranks: world, lane_contexts: params.lane_mode == LaneMode::Queues };
                 let tids: Vec<i32> = cpu::threads_named("emu-nic").into_iter().filter(|t| !before.contains(t)).collect();
                 let run = perf::measure(&path, &tids, params, op, bytes, rep).map_err(|e| e.to_string())?;
@@ -713,7 +757,7 @@ fn ep_main(args: &Args, config: &Config, phase: perf::ep::Phase, format: report:
                                 rank_stride: 1,
                             };
                             Box::new(fabric::Direct {
-                                ranks: perf::world::build_sized(config, n, settings, sb, db).map_err(|e| e.to_string())?,
+                                ranks: perf::world::build_sized(config, n, settings, sb, db, &[]).map_err(|e| e.to_string())?,
                                 lanes: args.ep_lanes,
                                 aggregate: args.ep_aggregate,
                             })

@@ -286,7 +286,7 @@ fn put_posting(config: &Config, min: Duration, f: &mut Figures) -> Result<()> {
     let mut ratios = vec![];
     let t = Instant::now();
     while t.elapsed() < min || ratios.is_empty() {
-        let world = world::build(&cfg, 2, settings, 1 << 16)?;
+        let world = world::build(&cfg, 2, settings, 1 << 16, &[])?;
         let r = &world[0];
         let (h, src, dst) = (r.handle(), r.src.gin_handle() as *const _, r.dst.gin_handle() as *const _);
         let fail = |what: &str, code: i32| {
