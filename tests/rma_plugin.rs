@@ -19,6 +19,12 @@ mod machine;
 mod mapped;
 #[path = "support/rccl_host.rs"]
 mod rccl_host;
+#[path = "support/impair.rs"]
+mod impair;
+#[path = "support/netns.rs"]
+mod netns;
+#[path = "support/ranks.rs"]
+mod ranks;
 
 use rccl_host::{cdylib_path, setup_env, Logger};
 use rccl_rust_gin::ffi::nccl::*;
@@ -614,6 +620,17 @@ unsafe impl Send for Rank {}
 
 /// init twice, devices, getProperties, listen, allgather, connect, closeListen.
 fn open(api: Api, rank: usize, n: usize, ex: &Exchange) -> Rank {
+    open_with(api, rank, n, &|h| ex.allgather(rank, h))
+}
+
+/// As [`open`], the handles gathered by `allgather` (ranks as processes:
+/// through the parent test).
+fn open_with(
+    api: Api,
+    rank: usize,
+    n: usize,
+    allgather: &dyn Fn([u8; NCCL_NET_HANDLE_MAXSIZE]) -> Vec<[u8; NCCL_NET_HANDLE_MAXSIZE]>,
+) -> Rank {
     let (mut ctx_rma, mut ctx) = (NULL, NULL);
     assert_eq!(api.init(&mut ctx_rma), OK, "init (rma.cc)");
     assert_eq!(api.init(&mut ctx), OK, "init (GIN proxy)");
@@ -636,7 +653,7 @@ fn open(api: Api, rank: usize, n: usize, ex: &Exchange) -> Rank {
     let mut handle = [0u8; NCCL_NET_HANDLE_MAXSIZE];
     let mut lc = NULL;
     assert_eq!(api.listen(ctx, 0, handle.as_mut_ptr() as P, &mut lc), OK, "listen");
-    let all = ex.allgather(rank, handle);
+    let all = allgather(handle);
     let mut ptrs: Vec<P> = all.iter().map(|h| h.as_ptr() as P).collect();
     let mut coll = NULL;
     assert_eq!(api.connect(ctx, ptrs.as_mut_ptr(), n as c_int, rank as c_int, lc, &mut coll), OK, "connect");
@@ -803,6 +820,34 @@ fn run_ranks(api: Api, n: usize) {
             });
         }
     });
+}
+
+/// The plugin (RCCL's proxy GIN path) with its ranks as processes in two
+/// network namespaces, their emulated NICs joined by the TCP fabric
+/// (tests/support/netns.rs; over loopback, loudly, where namespaces cannot
+/// be made): the same flow, checked end to end.
+#[test]
+fn v16_two_ranks_across_network_namespaces_over_tcp() {
+    let net = netns::Net::new(2);
+    let mut kids: Vec<ranks::Kid> = (0..2).map(|r| ranks::start(&net, r, "rma_rank_on_a_host", r, 2, &[])).collect();
+    ranks::relay(&mut kids, 120);
+    for k in kids {
+        k.finish(60);
+    }
+}
+
+#[test]
+#[ignore = "a rank of v16_two_ranks_across_network_namespaces_over_tcp; it starts it in a namespace"]
+fn rma_rank_on_a_host() {
+    let (rank, n) = ranks::me();
+    let fabric = std::env::var("RCCL_RUST_GIN_EMU_FABRIC").unwrap_or_default();
+    assert!(fabric.starts_with("tcp:"), "a rank on a host runs on the TCP fabric, not {fabric:?}");
+    let api = Api::V16(harness().v16);
+    RANKS.with(|r| r.set(n as c_int));
+    let r = open_with(api, rank, n, &|h| ranks::allgather(&h));
+    flow(api, &r, &ranks::barrier);
+    close(api, r);
+    ranks::done();
 }
 
 #[test]
