@@ -8,7 +8,9 @@
 //! - [`nic`]: one NIC (QPs, CQs, MRs), stepped deterministically or by a
 //!   polling thread.
 //! - [`fabric`], [`shm`], [`tcp`], [`packet`]: the wire between NICs, in one
-//!   process, across processes, or across hosts.
+//!   process, across processes, or across hosts; [`inbox`]: the NICs of one
+//!   process and their inboxes (the in-process wire, and the TCP wire's
+//!   local end).
 //! - [`family_queue`]: a bnxt_re or ionic queue (nic/family.rs executes
 //!   those formats with the same requester and responder).
 //! - [`wqe`]: decoding a WQE from its bytes; [`mr`]: keys and access checks;
@@ -20,6 +22,7 @@ pub mod doorbell;
 pub mod fabric;
 pub mod family_queue;
 pub mod guarded;
+pub mod inbox;
 pub mod mr;
 pub mod nic;
 pub mod packet;

@@ -27,7 +27,7 @@
 pub mod frame;
 mod event_loop;
 
-use super::fabric::Threads;
+use super::inbox::Threads;
 use super::packet::{Packet, WireError};
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
