@@ -271,3 +271,50 @@ fn a_refused_connect_fails_the_peer() {
     fails_within_bound(&sq, &p.a, gone, 0x10000, 0x99);
     put_and_get(&p, 4096, 14);
 }
+
+/// The GPU case's host side (docs/architecture.md, "GIN over Ethernet on
+/// AMD GPUs without an RDMA NIC"): a queue mapped for kernels only has no
+/// host doorbell, so its doorbell store reaches nobody (as a kernel's store
+/// to a page of pinned memory); a NIC that polls doorbell records still
+/// executes its WQEs, across the TCP fabric. Control (the planted fault):
+/// the same queue on a NIC that does not poll is never executed and its
+/// wait times out.
+#[test]
+fn a_queue_without_a_host_doorbell_runs_when_the_nic_polls_its_doorbell_record() {
+    use rccl_rust_gin::emu::NicConfig;
+    let (fa, fb) = (fabric(), fabric());
+    let polled = NicConfig { name: "gpu-side".into(), poll_doorbell_records: true, ..NicConfig::default() };
+    let a = Side::with_config(&fa, polled, 4 * MIB, ALL);
+    let deaf = Side::new(&fa, "no-polling", 4 * MIB, ALL);
+    let b = Side::new(&fb, "b", 4 * MIB, ALL);
+    for s in [&a, &deaf, &b] {
+        s.nic.start_polling();
+    }
+    let run = |from: &Side, timeout_ns: u64| {
+        let peer = EmuQp::create(&b.nic, b.pd, QueueMem::new(&HostMemory, 8, RingHome::Host).unwrap()).unwrap();
+        let qp = EmuQp::create(&from.nic, from.pd, QueueMem::new(&HostMemory, 8, RingHome::Host).unwrap()).unwrap();
+        qp.connect(fa.resolve(fb.listen_addr(), b.nic.node()).unwrap(), peer.qpn).unwrap();
+        peer.connect(fb.resolve(fa.listen_addr(), from.nic.node()).unwrap(), qp.qpn).unwrap();
+        let error = new_error_record(&HostMemory).unwrap();
+        let mut d = qp.descriptor(1, error.dev_addr(), timeout_ns);
+        d.host_doorbell = 0; // mapped for GPU kernels only
+        let sq = SendQueue::new(&HostMemory, &d).unwrap();
+        // Connecting marks the QP for the NIC's next step; let that step
+        // pass first, or it would find the WQE below without any doorbell.
+        std::thread::sleep(Duration::from_millis(100));
+        let data = pattern(64 << 10, 21);
+        from.buf.write(0, &data);
+        sq.post(&[write(from.addr(0), from.mr.lkey, b.addr(0), b.mr.rkey, 64 << 10)]).unwrap();
+        let q = sq.quiet();
+        let mut got = vec![0u8; 64 << 10];
+        b.buf.read(0, &mut got);
+        (q, got == data, qp, peer)
+    };
+    let (q, landed, _qp, _peer) = run(&a, 20 * SECOND);
+    assert!(q.is_ok() && landed, "the polling NIC executed the queue: {q:?}, data landed: {landed}");
+    let unowned = rccl_rust_gin::device::unowned_doorbells();
+    assert!(unowned >= 1, "the doorbell store reached no NIC (counted as unowned)");
+    b.buf.write(0, &vec![0u8; 64 << 10]);
+    let (q, landed, _qp, _peer) = run(&deaf, SECOND / 2);
+    assert!(matches!(q, Err(DeviceStatus::Timeout)) && !landed, "without polling nothing runs: {q:?}");
+}

@@ -174,6 +174,7 @@ impl Provider for EmuProvider {
                     _ => None,
                 },
                 ionic_abi: self.ionic_abi,
+                poll_doorbell_records: false,
             })
             .map_err(|e| Error::System(format!("emulated NIC: {e}")))?;
         if self.progress == EmuProgress::Thread {

@@ -77,11 +77,24 @@ pub struct NicConfig {
     /// decode opcodes and atomic bodies with that version's table, as the
     /// firmware does, whatever the producer meant.
     pub ionic_abi: u16,
+    /// Watch every mlx5 send queue's doorbell record on each step instead of
+    /// waiting for a doorbell: a GPU kernel's doorbell store goes to a page
+    /// of pinned host memory nothing hears, but the producer index it wrote
+    /// to the record just before is there to see (docs/architecture.md, "GIN
+    /// over Ethernet on AMD GPUs without an RDMA NIC").
+    pub poll_doorbell_records: bool,
 }
 
 impl Default for NicConfig {
     fn default() -> Self {
-        NicConfig { name: "emu0".into(), mtu: 4096, read_data_delay: None, poller: None, ionic_abi: 2 }
+        NicConfig {
+            name: "emu0".into(),
+            mtu: 4096,
+            read_data_delay: None,
+            poller: None,
+            ionic_abi: 2,
+            poll_doorbell_records: false,
+        }
     }
 }
 

@@ -19,6 +19,10 @@ impl Inner {
         }
         rung.clear();
         st.rung_spare = rung;
+        if self.config.poll_doorbell_records {
+            // Not progress by itself: what it marks runs below and counts there.
+            poll_records(&mut st);
+        }
         // Each part below is skipped when it has nothing to do: most steps
         // of a polling NIC find little, and the buffers' take-and-return
         // cost more than the test (`idle_step` in benches/emu_nic.rs).
@@ -515,6 +519,20 @@ pub(super) fn fence_holds(qp: &Qp, fence: Fence) -> bool {
 }
 
 /// The send queue's producer index from its doorbell record (16 bits).
+/// Marks for execution the mlx5 send queues whose doorbell record is ahead
+/// of what the NIC consumed (NicConfig::poll_doorbell_records).
+fn poll_records(st: &mut State) {
+    let ahead: Vec<u32> = st
+        .qps
+        .values()
+        .filter(|q| q.bell.family.is_none() && q.state == QpState::Rts && read_sq_dbr(q) as u16 != q.ci as u16)
+        .map(|q| q.qpn)
+        .collect();
+    for &qpn in &ahead {
+        st.mark_dirty(qpn);
+    }
+}
+
 fn read_sq_dbr(qp: &Qp) -> u32 {
     // SAFETY: the doorbell record is valid per create_qp's contract.
     let raw = unsafe { AtomicU32::from_ptr((qp.spec.dbrec + 4 * SND_DBR) as *mut u32) }.load(Ordering::Acquire);
