@@ -89,11 +89,14 @@ fn on_host(config: &Config, host: &Host) -> Result<Config> {
     }
     let mut c = config.clone();
     c.emu_fabric = rccl_rust_gin::config::EmuFabric::Tcp(host.ip.to_string());
-    let iface = rccl_rust_gin::oob::iface::interfaces()
-        .into_iter()
-        .find(|a| a.ip == host.ip)
-        .ok_or_else(|| Error::InvalidArgument(format!("--hosts: no interface here has address {}", host.ip)))?;
-    c.socket_ifname = Some(format!("={}", iface.name));
+    let found = rccl_rust_gin::oob::iface::interfaces().into_iter().find(|a| a.ip == host.ip).map(|a| a.name);
+    // 127.0.0.x other than .1 is on lo without being listed as its address.
+    let iface = match found {
+        Some(n) => n,
+        None if host.ip.is_loopback() => "lo".to_string(),
+        None => return Err(Error::InvalidArgument(format!("--hosts: no interface here has address {}", host.ip))),
+    };
+    c.socket_ifname = Some(format!("={iface}"));
     Ok(c)
 }
 
