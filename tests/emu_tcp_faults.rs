@@ -318,3 +318,37 @@ fn a_queue_without_a_host_doorbell_runs_when_the_nic_polls_its_doorbell_record()
     let (q, landed, _qp, _peer) = run(&deaf, SECOND / 2);
     assert!(matches!(q, Err(DeviceStatus::Timeout)) && !landed, "without polling nothing runs: {q:?}");
 }
+
+/// A receiver that does not keep up (its NIC not running at all, here):
+/// 24 MiB towards it is more than its inbox limit (4096 packets) and the
+/// sender's buffer (4 MiB) together, so the receiver's loop stops reading
+/// and the sender's NIC holds the rest. Nobody fails meanwhile: the paused
+/// side still sends heartbeats and does not count its sender as silent,
+/// for longer than the fabric's timeout. Once the receiver runs, all of it
+/// lands. (Planted fault, checked by hand: without the pause's refresh of
+/// `last_rx` in event_loop.rs, the receiver declared the sender unreachable
+/// after the timeout.)
+#[test]
+fn a_receiver_that_does_not_keep_up_slows_its_sender_and_fails_nobody() {
+    let (fa, fb) = (fabric(), fabric());
+    let a = Side::new(&fa, "a", 4 * MIB, ALL);
+    let b = Side::new(&fb, "b", 4 * MIB, ALL);
+    a.nic.start_polling(); // b's NIC does not run yet
+    let ba = EmuQp::create(&b.nic, b.pd, QueueMem::new(&HostMemory, 8, RingHome::Host).unwrap()).unwrap();
+    let (qp, sq, _e) = queue_to(&fa, &a, fb.listen_addr().unwrap(), b.nic.node(), ba.qpn);
+    ba.connect(fb.resolve(fa.listen_addr(), a.nic.node()).unwrap(), qp.qpn).unwrap();
+    let data = pattern(2 * MIB, 31);
+    a.buf.write(0, &data);
+    let reqs: Vec<_> = (0..12).map(|_| write(a.addr(0), a.mr.lkey, b.addr(0), b.mr.rkey, 2 * MIB as u32)).collect();
+    sq.post(&reqs).unwrap();
+    std::thread::sleep(DEAD_AFTER * 2);
+    let alias_b = fa.resolve(fb.listen_addr(), b.nic.node()).unwrap();
+    let alias_a = fb.resolve(fa.listen_addr(), a.nic.node()).unwrap();
+    assert!(fa.peer_alive(alias_b) && fb.peer_alive(alias_a), "a slow receiver was taken for a dead one");
+    assert!(sq.error().is_none(), "{:?}", sq.error());
+    b.nic.start_polling();
+    sq.quiet().unwrap_or_else(|e| panic!("{e:?} {:?}", sq.error()));
+    let mut got = vec![0u8; 2 * MIB];
+    b.buf.read(0, &mut got);
+    assert!(got == data);
+}

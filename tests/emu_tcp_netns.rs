@@ -158,7 +158,7 @@ fn fault_across(fault: Fault) {
             let _ = c.child.wait();
         }
         Fault::Partition => assert!(net.partition(2)),
-        Fault::Hangs => c.signal(libc::SIGSTOP),
+        Fault::Hangs => c.stop(),
     }
     a.send("GO");
     let r: Vec<u64> = a.expect("FAULT ", 60).split_whitespace().map(|w| w.parse().unwrap()).collect();

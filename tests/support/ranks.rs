@@ -116,6 +116,28 @@ impl Kid {
         }
     }
 
+    /// Stops the process (SIGSTOP) and waits (bounded) until every thread
+    /// of it is stopped: the signal is asynchronous, and a thread running on
+    /// another CPU may go on for a moment.
+    pub fn stop(&self) {
+        self.signal(libc::SIGSTOP);
+        let end = Instant::now() + Duration::from_secs(10);
+        loop {
+            let tasks = std::fs::read_dir(format!("/proc/{}/task", self.pid)).map(|d| d.flatten().collect::<Vec<_>>());
+            let all_stopped = tasks.is_ok_and(|t| {
+                t.iter().all(|e| {
+                    std::fs::read_to_string(e.path().join("stat"))
+                        .is_ok_and(|st| st.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('T')))
+                })
+            });
+            if all_stopped {
+                return;
+            }
+            assert!(Instant::now() < end, "pid {}: not all threads stopped within 10 s of SIGSTOP", self.pid);
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
     pub fn signal(&self, sig: i32) {
         // SAFETY: a signal to our own child (ip netns exec execs the test
         // binary in place, so the pid is the rank's).
