@@ -5,6 +5,7 @@
 # gin-perf with one rank per namespace (--fabric tcp --hosts), and deletes
 # the namespaces again, whatever happens. Needs root (ip netns).
 # Usage: scripts/gin-perf-netns.sh [-n N] [gin-perf arguments...]
+# GIN_PERF_WRAP="perf record -g -o /tmp/perf.data --" runs gin-perf under a profiler.
 # The figures in docs/performance.md, "Across network namespaces", came from
 #   scripts/gin-perf-netns.sh -o put -s 8:1M -R 3
 #   scripts/gin-perf-netns.sh -o put-signal -s 8 -R 5
@@ -36,4 +37,4 @@ done
 [[ -x target/release/gin-perf ]] || cargo build --locked --release --bin gin-perf
 IFS=,; list="${hosts[*]}"; unset IFS
 echo "gin-perf-netns: $n namespaces: $list" >&2
-RCCL_RUST_GIN_PROVIDER=emu ./target/release/gin-perf --fabric tcp --hosts "$list" "$@"
+${GIN_PERF_WRAP:-} env RCCL_RUST_GIN_PROVIDER=emu ./target/release/gin-perf --fabric tcp --hosts "$list" "$@"
