@@ -294,6 +294,11 @@ fn run(mut args: Args) -> Result<(), String> {
             if args.path == PathArg::Proxy {
                 return Err("--fabric tcp measures the direct path only (--path direct)".into());
             }
+            if matches!(args.op, OpArg::EpDispatch | OpArg::EpCombine | OpArg::EpRoundTrip) {
+                // The EP drivers build --ep-ranks ranks of one process, many
+                // more than a few namespaces hold; they run on the local fabric.
+                return Err("--fabric tcp runs the point-to-point operations (put, put+signal, signal, get); the EP operations run on the local fabric".into());
+            }
             if args.path == PathArg::Both {
                 eprintln!("gin-perf: --fabric tcp: measuring the direct path only");
                 args.path = PathArg::Direct;
