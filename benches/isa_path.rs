@@ -33,6 +33,7 @@ fn main() {
         "arch", "operation", "insns", "atomics", "ret", "wb", "inv", "waitcnt", "db", "VGPR", "SGPR", "spills"
     );
     let mut breakdowns = vec![];
+    let mut functions = vec![];
     let mut failed = false;
     for arch in option_env!("RUST_GIN_GPU_TARGETS").unwrap_or("").split(',').filter(|a| !a.is_empty()) {
         let hsaco = PathBuf::from(dir).join(arch).join(format!("{arch}.hsaco"));
@@ -48,6 +49,9 @@ fn main() {
             let result = isa_path::inline_stacks(Path::new(symbolizer), &hsaco, &addrs).and_then(|stacks| {
                 let path = isa_path::common_path(insns, &stacks, &spec, &marks)?;
                 breakdowns.push(format!("{arch:7} {:24} {:?}", spec.op, isa_path::breakdown(&path, &stacks)));
+                if arch == "gfx942" && spec.op == "put 8 B" {
+                    functions = isa_path::other_functions(&path, &stacks, 20);
+                }
                 Ok(path)
             });
             let k = meta.iter().find(|k| k.name == spec.kernel).cloned().unwrap_or_default();
@@ -84,6 +88,7 @@ fn main() {
     for b in breakdowns {
         println!("{b}");
     }
+    println!("gfx942 put 8 B by innermost function (spills apart), most first: {functions:?}");
     if failed {
         std::process::exit(1);
     }

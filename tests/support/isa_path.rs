@@ -275,6 +275,10 @@ pub fn breakdown(path: &[Insn], stacks: &HashMap<u64, Vec<Frame>>) -> BTreeMap<&
     ];
     let mut out = BTreeMap::new();
     for i in path {
+        if is_spill(i) {
+            *out.entry("sgpr spill").or_default() += 1;
+            continue;
+        }
         let frames = stacks.get(&i.addr).map(Vec::as_slice).unwrap_or(&[]);
         let cat = frames
             .iter()
@@ -283,6 +287,29 @@ pub fn breakdown(path: &[Insn], stacks: &HashMap<u64, Vec<Frame>>) -> BTreeMap<&
         *out.entry(cat).or_default() += 1;
     }
     out
+}
+
+/// An SGPR spill or reload through a VGPR lane: `v_writelane_b32 vN, sM, K`
+/// or `v_readlane_b32 sM, vN, K` with a constant lane K (the wave layer's
+/// readlanes name their lane in an SGPR).
+pub fn is_spill(i: &Insn) -> bool {
+    (i.mnemonic == "v_writelane_b32" || i.mnemonic == "v_readlane_b32")
+        && i.operands.rsplit(',').next().is_some_and(|l| l.trim().parse::<u32>().is_ok())
+}
+
+/// The innermost functions of a path's uncategorised instructions (not
+/// spills, not in breakdown's categories), most first: where "other" goes.
+pub fn other_functions(path: &[Insn], stacks: &HashMap<u64, Vec<Frame>>, n: usize) -> Vec<(String, usize)> {
+    let mut by: HashMap<String, usize> = HashMap::new();
+    for i in path.iter().filter(|i| !is_spill(i)) {
+        let frames = stacks.get(&i.addr).map(Vec::as_slice).unwrap_or(&[]);
+        let f = frames.first().map_or("?".to_string(), |f| f.func.clone());
+        *by.entry(f).or_default() += 1;
+    }
+    let mut v: Vec<(String, usize)> = by.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    v.truncate(n);
+    v
 }
 
 /// Whether `frames` match the entry `e` ("fn:<name>" or a marker).
