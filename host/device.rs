@@ -110,6 +110,11 @@ pub fn arg_name(arg: u8) -> &'static str {
              library was built without this NIC's family (rebuild with RUST_GIN_NIC_FAMILIES naming it)"
         }
         a::RUST_GIN_ARG_PROGRESS_TARGET => "progress target (neither a signal nor a counter)",
+        a::RUST_GIN_ARG_NOT_EXCLUSIVE => {
+            "exclusive put (RCCL THREAD resource sharing) on a queue another producer was posting to (one thread \
+             per context and peer owns it in that mode), or on a DC context, whose initiators serve several peers \
+             (use GPU or CTA sharing there)"
+        }
         _ => "an argument",
     }
 }

@@ -68,6 +68,25 @@ RG_ISA_KERNEL(db, rust_gin_put,
               (const void* h, uint32_t c, uint32_t p, const void* dw, uint64_t doff, const void* sw, uint64_t soff,
                uint64_t n, rust_gin_signal sig, uint32_t hc, uint32_t cid, uint32_t f),
               (h, c, p, dw, doff, sw, soff, n, sig, hc, cid, f))
+// The put as RCCL's kernels compile it: the flags are constants there
+// (patch 0004's postFlags of compile-time options), and the sharing mode
+// picks the entry. The instruction-path counter (tests/support/isa_path.rs)
+// reads the put here.
+RG_EXTERN_C RG_GLOBAL void rust_gin_isa_db_rccl_put_shared(const void* h, uint32_t c, uint32_t p, const void* dw,
+                                                           uint64_t doff, const void* sw, uint64_t soff, uint64_t n,
+                                                           rust_gin_signal sig, uint32_t hc, uint32_t cid) {
+  rust_gin_put(h, c, p, dw, doff, sw, soff, n, sig, hc, cid, 0);
+}
+RG_EXTERN_C RG_GLOBAL void rust_gin_isa_db_rccl_put_exclusive(const void* h, uint32_t c, uint32_t p, const void* dw,
+                                                              uint64_t doff, const void* sw, uint64_t soff,
+                                                              uint64_t n, rust_gin_signal sig, uint32_t hc,
+                                                              uint32_t cid) {
+  rust_gin_put_exclusive(h, c, p, dw, doff, sw, soff, n, sig, hc, cid, 0);
+}
+RG_ISA_KERNEL(db, rust_gin_put_exclusive,
+              (const void* h, uint32_t c, uint32_t p, const void* dw, uint64_t doff, const void* sw, uint64_t soff,
+               uint64_t n, rust_gin_signal sig, uint32_t hc, uint32_t cid, uint32_t f),
+              (h, c, p, dw, doff, sw, soff, n, sig, hc, cid, f))
 RG_ISA_KERNEL(db, rust_gin_put_value,
               (const void* h, uint32_t c, uint32_t p, const void* dw, uint64_t doff, uint64_t v, uint32_t sz,
                rust_gin_signal sig, uint32_t f),

@@ -172,7 +172,7 @@ using namespace rust_gin::gin;
 namespace {
 // Each operation below is written once over the family F (gin/family.h);
 // its entry point resolves the context and runs its family's instance.
-template <class F>
+template <class F, bool kExclusive = false>
 RG_INLINE int put_on(const Ctx& x, uint32_t peer, const void* dst_window, uint64_t dst_off, const void* src_window,
                      uint64_t src_off, uint64_t bytes, const rust_gin_signal& signal, uint32_t has_counter,
                      uint32_t counter_id, uint32_t flags) {
@@ -204,7 +204,7 @@ RG_INLINE int put_on(const Ctx& x, uint32_t peer, const void* dst_window, uint64
       w.laddr = src->local_base + src_off + done_bytes;
       w.raddr = remote(x, dst_window, peer).base + dst_off + done_bytes;
       w.rkey = remote(x, dst_window, peer).rkey;
-      if ((s = post<F>(x, peer, w, flags & ~RUST_GIN_FLAG_AGGREGATE))) break;  // isa-path: put.big
+      if ((s = post<F, kExclusive>(x, peer, w, flags & ~RUST_GIN_FLAG_AGGREGATE))) break;  // isa-path: put.big
       done_bytes += kMaxChunk;
     }
   }
@@ -229,12 +229,12 @@ RG_INLINE int put_on(const Ctx& x, uint32_t peer, const void* dst_window, uint64
     // A step no lane of the wave needs is skipped (a wave-uniform test: its
     // ballots and group steps would post nothing).
     if (wave::any(bytes != 0)) {
-      s = post<F>(x, peer, w, flags, has_signal ? 0 : counter_tag, bytes != 0, has_signal);  // isa-path: put.data
+      s = post<F, kExclusive>(x, peer, w, flags, has_signal ? 0 : counter_tag, bytes != 0, has_signal);  // isa-path: put.data
       if (s) return s;
     }
     if (wave::any(has_signal)) {
       // isa-path: put.signal
-      s = post<F>(x, peer, has_signal ? signal_wqe<F>(x, peer, signal) : Request{}, flags, counter_tag, has_signal);
+      s = post<F, kExclusive>(x, peer, has_signal ? signal_wqe<F>(x, peer, signal) : Request{}, flags, counter_tag, has_signal);
     }
   } else if (has_counter) {
     // A zero-byte put without a signal moves nothing: complete at once.
@@ -392,6 +392,21 @@ RG_EXTERN_C RG_DEV int rust_gin_put(const void* handle, uint32_t context, uint32
   if (s) return s;
   return RG_ON_FAMILY(x, put_on<F>(x, peer, dst_window, dst_off, src_window, src_off, bytes, signal, has_counter,
                                    counter_id, flags));
+}
+
+RG_EXTERN_C RG_DEV int rust_gin_put_exclusive(const void* handle, uint32_t context, uint32_t peer,
+                                              const void* dst_window, uint64_t dst_off, const void* src_window,
+                                              uint64_t src_off, uint64_t bytes, rust_gin_signal signal,
+                                              uint32_t has_counter, uint32_t counter_id, uint32_t flags) {
+  RG_WAVE_ENTRY();
+  Ctx x;
+  const int s = resolve(handle, context, &x);
+  if (s) return s;
+  const int r = RG_ON_FAMILY(x, (put_on<F, true>(x, peer, dst_window, dst_off, src_window, src_off, bytes, signal,
+                                                 has_counter, counter_id, flags)));
+  if (r != queue::SendQueue<mlx5::Family>::kNotOwned) return r;
+  // A queue another producer was posting to, or a DC context (expected: its DCIs).
+  return invalid(x.err, peer, RUST_GIN_ARG_NOT_EXCLUSIVE, peer, x.c->n_dci);
 }
 
 RG_EXTERN_C RG_DEV int rust_gin_put_value(const void* handle, uint32_t context, uint32_t peer,

@@ -40,6 +40,17 @@ RG_EXTERN_C RG_DEV int rust_gin_put(const void* handle, uint32_t context, uint32
                                     uint64_t dst_off, const void* src_window, uint64_t src_off, uint64_t bytes,
                                     rust_gin_signal signal, uint32_t has_counter, uint32_t counter_id, uint32_t flags);
 
+/* rust_gin_put on a queue the calling wave owns (RCCL: an ncclGin of
+ * NCCL_GIN_RESOURCE_SHARING_THREAD, GDAKI's EXCLUSIVE): posted with no ticket
+ * and no publish turn (docs/architecture.md, "Exclusive queues"). A queue
+ * another producer is posting to refuses it, and so does a DC context (a DCI
+ * serves several peers): RUST_GIN_ARG_NOT_EXCLUSIVE. A separate entry, not
+ * a flag, so that the shared entry carries none of its code. */
+RG_EXTERN_C RG_DEV int rust_gin_put_exclusive(const void* handle, uint32_t context, uint32_t peer,
+                                              const void* dst_window, uint64_t dst_off, const void* src_window,
+                                              uint64_t src_off, uint64_t bytes, rust_gin_signal signal,
+                                              uint32_t has_counter, uint32_t counter_id, uint32_t flags);
+
 /* Put a value of `size` bytes (1, 2, 4 or 8), carried inline in the WQE. */
 RG_EXTERN_C RG_DEV int rust_gin_put_value(const void* handle, uint32_t context, uint32_t peer,
                                           const void* dst_window, uint64_t dst_off, uint64_t value, uint32_t size,

@@ -222,7 +222,7 @@ struct Gin {
     ans.nRanks = comm.n_ranks;
     ans.handle = comm.gin_handle;
     ans.contextId = static_cast<int>(contextId);
-    ans.resourceSharingMode = 0;
+    ans.resourceSharingMode = static_cast<uint8_t>(comm.resource_sharing);  // F:172
     return ans;
   }
 

@@ -48,6 +48,11 @@ enum {
    * the family (RUST_GIN_NIC_FAMILIES; gin/family.h) */
   RUST_GIN_ARG_FAMILY = 11,
   RUST_GIN_ARG_PROGRESS_TARGET = 12, /* rust_gin_progress: neither a signal nor a counter */
+  /* rust_gin_put_exclusive (RCCL: THREAD sharing) on a queue where another
+   * producer's post was in flight (the caller does not own it; `expected`
+   * 0), or on a DC context, whose initiators serve several peers
+   * (`expected`: the DCIs) */
+  RUST_GIN_ARG_NOT_EXCLUSIVE = 13,
 };
 
 enum {

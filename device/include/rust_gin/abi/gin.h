@@ -13,7 +13,7 @@
  * rust_gin_device.h or the layouts in abi/) once a version has been released;
  * version 1 is the first release. The host reports it as netDeviceVersion;
  * the patch checks it at compile time. */
-#define RUST_GIN_DEVICE_ABI_VERSION 6
+#define RUST_GIN_DEVICE_ABI_VERSION 7
 
 #define RUST_GIN_HANDLE_MAGIC 0x52474831u /* "RGH1" */
 #define RUST_GIN_WINDOW_MAGIC 0x52475731u /* "RGW1" */

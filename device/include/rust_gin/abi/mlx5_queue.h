@@ -80,6 +80,9 @@ typedef struct rust_gin_mlx5_sq_state {
    * on the wire; the QP starts at sq_psn 0). Advanced in ticket order while
    * the publish turn is held (SendQueue::note_psns). */
   uint64_t psn;
+  /* Batches an owning wave published without a ticket
+   * (rust_gin_put_exclusive; statistics). */
+  uint64_t owned_batches;
 } rust_gin_mlx5_sq_state;
 
 /* One operation for a send queue: everything its WQE needs except the WQE

@@ -24,7 +24,9 @@ typedef struct rust_gin_rccl_comm {
   uint32_t signal_count;        /* comm.ginSignalCount */
   uint64_t* signal_shadows;     /* comm.ginSignalShadows: contexts x signal_count words */
   uint32_t strong_legacy_signals; /* comm.ginStrongLegacySignals */
-  uint32_t pad;
+  /* The ncclGin's resourceSharingMode (NCCL_GIN_RESOURCE_SHARING_*): RCCL
+   * keeps it per ncclGin instance, the harness per comm. */
+  uint32_t resource_sharing;
 } rust_gin_rccl_comm;
 
 /* The ncclWindow_vidmem fields gin__funcs.h reads (one segment, backend 0). */

@@ -79,7 +79,14 @@ RG_INLINE void in_lane_order(uint64_t group, Body body) {
 // lowest lanes first: one batch when they fit, else several, one ticket,
 // publish and doorbell each. The group's other lanes go through each batch
 // with nothing to post. The batch rings when any of its lanes asked to.
-template <class F = mlx5::Family>
+//
+// kExclusive (rust_gin_put_exclusive): this wave is the only producer of
+// the queues it posts to (SendQueue::reserve_exclusive): no ticket and no
+// turn; a queue with another producer's post in flight refuses the batch
+// (SendQueue::kNotOwned) instead of taking the shared path, whose code
+// would be carried along. A template parameter: RCCL's flags are constants
+// (patch 0004), so its kernels hold one of the two instances.
+template <class F = mlx5::Family, bool kExclusive = false>
 RG_INLINE int post_lane(const typename F::Desc* q, const Request& r, bool has, bool ring, uint64_t* last,
                         uint32_t counter_tag = 0) {
   typedef typename F::Desc Desc;
@@ -112,8 +119,14 @@ RG_INLINE int post_lane(const typename F::Desc* q, const Request& r, bool has, b
         if (lead) {
           s = sq.failed() ? RUST_GIN_ERR_QP_FAILED : RUST_GIN_OK;
           if (!s) {
-            base = sq.reserve(total);
-            s = sq.wait_credit(base, total, bound);
+            if constexpr (kExclusive) {
+              // Another producer's ticket in flight: the caller does not own
+              // the queue (the entry point records RUST_GIN_ARG_NOT_EXCLUSIVE).
+              if (!sq.reserve_exclusive(total, &base)) s = FamilyQueue<F>::kNotOwned;
+            } else {
+              base = sq.reserve(total);
+            }
+            if (!s) s = sq.wait_credit(base, total, bound);
           }
         }
       }
@@ -131,7 +144,8 @@ RG_INLINE int post_lane(const typename F::Desc* q, const Request& r, bool has, b
       if (take_turn && !s) {
         {
           wave::Region lead(me == leader);
-          if (lead) s = sq.wait_turn(base, bound);
+          // Alone, the turn is ours already (ready == base).
+          if (lead && !kExclusive) s = sq.wait_turn(base, bound);
         }
         s = wave::readlane_int(s, leader);
       }
@@ -168,7 +182,9 @@ RG_INLINE int post_lane(const typename F::Desc* q, const Request& r, bool has, b
       {
         wave::Region lead(me == leader);
         if (lead && !s) {
-          if (take_turn) {
+          if (kExclusive) {
+            sq.release_exclusive(base, total, tail_cqe ? base + total : 0);
+          } else if (take_turn) {
             sq.release(total, tail_cqe ? base + total : 0);
           } else {
             s = sq.publish(base, total, tail_cqe ? base + total : 0, bound);

@@ -205,14 +205,27 @@ RG_INLINE T* word(uint64_t base, uint32_t i) {
 // advances once it completed, credited by whoever polls the queue (cq.h); no
 // lane waits for it here: counter reads and waits poll the queues with
 // counted puts (progress_counters).
-template <class F>
+//
+// kExclusive: the wave owns the queue (rust_gin_put_exclusive; RCCL's THREAD
+// sharing) and posts with no ticket or turn (post_lane). A DCI serves
+// several peers, which that mode may give to other threads (DeepEP: one
+// thread per context and peer): on DC it is refused (kNotOwned) rather than
+// carrying the shared instance along (its registers are over the budget).
+template <class F, bool kExclusive = false>
 RG_INLINE int post(const Ctx& x, uint32_t peer, Request r, uint32_t flags, uint32_t counter_tag = 0, bool has = true,
                    bool more = false) {
   uint64_t last = 0;
   if (counter_tag) r.flags |= queue::REQ_SIGNALED;
   const bool ring = !(flags & RUST_GIN_FLAG_AGGREGATE) && !more;
   r.dc_target = peer;  // the DCI's WQE addresses this peer's DCT (RC: unused)
-  const int s = post_lane<F>(queue_of<F>(x, peer), r, has, ring, &last, counter_tag);
+  const auto q = queue_of<F>(x, peer);
+  int s;
+  if constexpr (kExclusive) {
+    // Refused as kNotOwned, which the entry point records (one site).
+    s = dc<F>(x) ? FamilyQueue<F>::kNotOwned : post_lane<F, true>(q, r, has, ring, &last, counter_tag);
+  } else {
+    s = post_lane<F, false>(q, r, has, ring, &last, counter_tag);
+  }
   // After the post, which raised the queue's counted_end: a counter wait
   // that clears the bit looks at counted_end again (progress_counters).
   if (!s && has && counter_tag) {

@@ -315,6 +315,49 @@ class SendQueue {
 #endif
   }
 
+  // --- exclusive ownership (rust_gin_put_exclusive) ----------------------------
+  // The calling wave is the queue's only producer while it posts (RCCL: an
+  // ncclGin of NCCL_GIN_RESOURCE_SHARING_THREAD; the contract in
+  // docs/architecture.md, "Exclusive queues"): it needs no ticket and no
+  // turn: it reads the state words and writes them outright, so the shared
+  // protocol finds them as it left them. It rings as everyone does (ring()):
+  // a counter wait elsewhere may ring this queue for counted puts left
+  // unrung (progress_counters), and two ringers without the lock could write
+  // the doorbell record backwards.
+
+  // The owner's writes of the 64-bit state words: exchanges whose result
+  // nobody reads (non-returning atomics, issued as stores are), not stores:
+  // the device code's only plain 64-bit store is the doorbell, which the
+  // ISA checks find by that.
+  RG_INLINE static void put64(uint64_t* p, uint64_t v, int order) { (void)atomic_exchange(p, v, order, Scope::agent); }
+
+  // What an exclusive post returns where the caller does not own the queue:
+  // not an ABI status; the entry point turns it into RUST_GIN_ERR_INVALID
+  // with its record (one inlined record site, not one per post).
+  static constexpr int kNotOwned = 0x100;
+
+  // Claims [resv, resv + n) without a ticket, or says no when another
+  // producer's tickets are still in flight (resv ahead of ready): then the
+  // caller does not own the queue.
+  RG_INLINE bool reserve_exclusive(uint32_t n, uint64_t* base) {
+    const uint64_t r = atomic_load(&st_->resv, __ATOMIC_RELAXED, Scope::agent);
+    if (r != atomic_load(&st_->ready, __ATOMIC_RELAXED, Scope::agent)) return false;
+    put64(&st_->resv, r + n, __ATOMIC_RELAXED);
+    *base = r;
+    return true;
+  }
+
+  // Publishes [base, base + n) claimed by reserve_exclusive: written
+  // outright, as the only producer's prefix is its own.
+  RG_INLINE void release_exclusive(uint64_t base, uint32_t n, uint64_t signaled_end) {
+    if (signaled_end) put64(&st_->last_signaled, signaled_end, __ATOMIC_RELAXED);
+    put64(&st_->ready, base + n, __ATOMIC_RELEASE);
+    (void)atomic_fetch_add(&st_->owned_batches, uint64_t{1}, __ATOMIC_RELAXED, Scope::agent);
+#if defined(RUST_GIN_ISA_FAULT_PATH_NOP) && RG_GPU
+    asm volatile("s_nop 0");  // planted: one more instruction on every post's path (tests/isa_path.rs)
+#endif
+  }
+
   // Rings for everything published so far, unless another producer holds the
   // lock (it looks again after unlocking, so nothing is left unrung). The
   // loop is no wait: each turn rings for WQEs published meanwhile, and it
