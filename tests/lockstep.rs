@@ -614,6 +614,7 @@ fn peer_of(kind: &str, lane: u32) -> u32 {
 
 #[test]
 fn every_gin_operation_from_1_2_17_63_and_64_lanes() {
+    // One wave: in an exclusive rerun it owns every queue it puts to.
     let w = world(256);
     let h = w.handle();
     // Write mode has no VA signals (refused: tests/signal_slots.rs).
@@ -637,7 +638,7 @@ fn every_gin_operation_from_1_2_17_63_and_64_lanes() {
                 let sig = if l % 2 == 0 { signal_indexed(0, RUST_GIN_SIGNAL_OP_INC, 0) } else { NO_SIGNAL };
                 // SAFETY (all device calls): live handle and windows.
                 unsafe {
-                    w.ok("put", dev::rust_gin_put(h, 0, peer, w.dst[0].gh, off, w.src[0].gh, off, SLOT as u64, sig, 1, l, 0));
+                    w.ok("put", put(h, 0, peer, w.dst[0].gh, off, w.src[0].gh, off, SLOT as u64, sig, 1, l, 0));
                     w.ok("putValue", dev::rust_gin_put_value(
                         h, 0, peer, w.dst[0].gh, (64 * SLOT + l as usize * 8) as u64,
                         u64::from(round) << 32 | u64::from(l), 8, NO_SIGNAL, RUST_GIN_FLAG_AGGREGATE));
@@ -699,15 +700,21 @@ fn one_doorbell_per_queue_per_wave_batch() {
                 .collect::<std::collections::BTreeSet<_>>()
                 .len() as u64;
             let before = w.doorbells(0);
+            let owned_before = w.owned_batches(0);
             wave(lanes(n_lanes), |l| {
                 // SAFETY: live handle and windows.
                 let s = unsafe {
-                    dev::rust_gin_put(h, 0, peer_of(kind, l), w.dst[0].gh, (l as usize * SLOT) as u64, w.src[0].gh, 0,
+                    put(h, 0, peer_of(kind, l), w.dst[0].gh, (l as usize * SLOT) as u64, w.src[0].gh, 0,
                         SLOT as u64, signal_indexed(1, RUST_GIN_SIGNAL_OP_INC, 0), 0, 0, 0)
                 };
                 w.ok("put", s);
             });
             let rung = w.doorbells(0) - before;
+            // Each queue's two batches (the data, then the signal behind it)
+            // went the owning path in an exclusive rerun, none otherwise.
+            let owned = w.owned_batches(0) - owned_before;
+            let want = if exclusive_asked() { 2 * queues } else { 0 };
+            assert_eq!(owned, want, "{kind}, {n_lanes} lanes: batches of the owning path");
             lines.push(format!("lockstep: {n_lanes:>2} lanes, {kind:>9} peer(s): {rung} doorbell(s) for {queues} queue(s)"));
             assert_eq!(rung, queues, "{kind}, {n_lanes} lanes: one doorbell per queue per wave batch");
         }
@@ -977,4 +984,62 @@ fn signal_cases_again_with_write_mode_signals() {
 #[test]
 fn gin_cases_again_on_bnxt_re_and_ionic() {
     rerun_on_families(&GIN_CASES);
+}
+
+/// The single-wave GIN cases again with every put through
+/// rust_gin_put_exclusive: the wave owns its queues (RCCL's THREAD sharing)
+/// and puts with no ticket or turn, on every family. Between the owner's
+/// puts the shared path runs on the same queues (its putValues, gets and the
+/// flushes' NOPs take tickets), so the two meet on one queue in turn. Not the
+/// eight-wave soak: its waves share queues.
+#[test]
+fn gin_cases_again_on_exclusive_queues() {
+    rerun_exclusive(&GIN_CASES[..3]);
+}
+
+/// An exclusive put refused by name, not run: on a queue another producer
+/// is posting to (a ticket taken and not yet published: the shared
+/// protocol's state mid-post, set by hand), and on a DC context (rerun on
+/// DC), whose initiators serve several peers. Nothing is posted; the queue
+/// stays usable.
+#[test]
+fn exclusive_puts_where_the_wave_cannot_own_the_queue_are_refused() {
+    let w = world(256);
+    let h = w.handle();
+    let put_one = |peer: u32| {
+        let s = std::sync::atomic::AtomicI32::new(0);
+        wave(lanes(1), |_| {
+            // SAFETY: live handle and windows.
+            let r = unsafe {
+                dev::rust_gin_put_exclusive(h, 0, peer, w.dst[0].gh, 0, w.src[0].gh, 0, 8, NO_SIGNAL, 0, 0, 0)
+            };
+            s.store(r, Ordering::Relaxed);
+        });
+        s.into_inner()
+    };
+    let refused = |s: i32, why: &str| {
+        assert_eq!(s, RUST_GIN_ERR_INVALID as i32, "{why}: exclusive put not refused");
+        let e = w.error().expect("the refusal is recorded");
+        assert_eq!(e.wait_kind as u32, RUST_GIN_ARG_NOT_EXCLUSIVE, "{why}: {e}");
+    };
+    if dc_asked() {
+        assert!(context_dcis(h, 0) > 0, "the DC rerun has DC initiators");
+        refused(put_one(1), "DC context");
+        return;
+    }
+    // A producer mid-post on the queue to peer 1: its ticket taken, not published.
+    let state = w.sq_state_ptr(0, 1);
+    // SAFETY: the live queue state of rank 0's queue to peer 1; nothing posts meanwhile.
+    unsafe { (*state).resv += 1 };
+    refused(put_one(1), "ticket in flight");
+    // SAFETY: as above: the phantom ticket withdrawn.
+    unsafe { (*state).resv -= 1 };
+    w.clear_error();
+    assert_eq!(put_one(1), 0, "the queue once no one else posts");
+    assert!(w.error().is_none(), "{:?}", w.error());
+}
+
+#[test]
+fn exclusive_puts_on_dc_are_refused() {
+    rerun_on_dc(RERUN_DCIS, &["exclusive_puts_where_the_wave_cannot_own_the_queue_are_refused"]);
 }

@@ -739,8 +739,8 @@ fn device_abi_comparison_catches_a_change_on_either_side() {
         (
             "crate: the ABI version",
             crate_types,
-            "#define RUST_GIN_DEVICE_ABI_VERSION 6",
             "#define RUST_GIN_DEVICE_ABI_VERSION 7",
+            "#define RUST_GIN_DEVICE_ABI_VERSION 8",
             "RUST_GIN_DEVICE_ABI_VERSION",
         ),
         ("crate: a struct field", crate_types, "uint64_t value;", "uint32_t value;", "rust_gin_signal"),

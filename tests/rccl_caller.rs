@@ -34,6 +34,8 @@ const NO_TIMEOUT: u64 = u64::MAX;
 const WATCHDOG: Duration = Duration::from_secs(20);
 /// ncclNetDeviceType of rust-gin (patch 0001).
 const GIN_RUST: u32 = 8;
+/// ncclGinResourceSharingMode (gin_device_common.h:108-112 at the pin).
+const NCCL_GIN_RESOURCE_SHARING_THREAD: u32 = 2;
 
 const KINDS: [(u32, &str); 3] = [
     (RUST_GIN_RCCL_COOP_THREAD, "thread"),
@@ -82,7 +84,7 @@ impl Rccl {
                 signal_count: 64,
                 signal_shadows: s.as_mut_ptr(),
                 strong_legacy_signals: 0,
-                pad: 0,
+                resource_sharing: 0,
             });
         }
         Rccl { w, abort, shadows, comms, wins }
@@ -252,9 +254,19 @@ fn receive_signals(r: &Rccl, ctx: u32, expect: &(dyn Fn(usize, usize) -> u64 + S
 /// watchdog's abort flag, on every family: "waitCounter(counter 0, least 6)
 /// never ended" (seen for every coop kind before the fix).
 fn puts_signals_and_counters(kind: u32) {
-    let r = Rccl::new(256);
+    puts_signals_and_counters_with(kind, WGS, 0);
+}
+
+/// As above, with `wgs` workgroups and the ncclGin's resource sharing mode
+/// `sharing`; returns the doorbells the owning path rang on context 0.
+fn puts_signals_and_counters_with(kind: u32, wgs: usize, sharing: u32) -> u64 {
+    let mut r = Rccl::new(256);
+    for c in &mut r.comms {
+        c.resource_sharing = sharing;
+    }
+    let r = r;
     let ctx = 0;
-    workgroups(&r, kind, WGS, |who| {
+    workgroups(&r, kind, wgs, |who| {
         let p = peer_of_wg(who.wg);
         for round in 0..ROUNDS {
             let off = slot(&who, round);
@@ -285,13 +297,13 @@ fn puts_signals_and_counters(kind: u32) {
         waited("flush", s);
     });
     let posters = if kind == RUST_GIN_RCCL_COOP_THREAD { 64 } else { 1 };
-    for wg in 0..WGS {
+    for wg in 0..wgs {
         // SAFETY: as above, from a plain thread (RCCL's readCounter from one thread).
         let c = unsafe { dev::rust_gin_rccl_read_counter(r.comm(0), ctx, wg as u32, 64) };
         assert_eq!(c, ROUNDS * posters, "readCounter(counter {wg})");
     }
-    receive_signals(&r, ctx, &|p, wg| if peer_of_wg(wg) == p { ROUNDS * posters } else { 0 });
-    for wg in 0..WGS {
+    receive_signals(&r, ctx, &|p, wg| if wg < wgs && peer_of_wg(wg) == p { ROUNDS * posters } else { 0 });
+    for wg in 0..wgs {
         let p = peer_of_wg(wg);
         for poster in 0..posters as usize {
             for round in 0..ROUNDS {
@@ -307,6 +319,7 @@ fn puts_signals_and_counters(kind: u32) {
         }
     }
     r.no_device_error();
+    r.w.owned_batches(0)
 }
 
 #[test]
@@ -325,6 +338,25 @@ fn rccl_puts_signals_and_counters_from_workgroup_coops() {
 /// putValue with SignalAdd; the receiver follows with waitSignalFollowShadow
 /// and meets with waitSignalMeetShadow after increaseSignalShadow; then
 /// resetSignal zeroes value and shadow, and the next round counts from 0.
+/// RCCL's THREAD resource sharing (gin_device_common.h:108-112 at the pin;
+/// GDAKI's EXCLUSIVE): each of N - 1 workgroups alone posts to rank 0's
+/// queue to its own peer, so patch 0004 calls rust_gin_put_exclusive, which
+/// posts with no ticket or turn. Each workgroup's
+/// waitCounter polls, and may ring, the other owners' queues
+/// (progress_counters): the ring lock the owners keep makes that safe.
+/// Fails where the patch drops the mode (no batch of the owning path). Not
+/// rerun on DC, which refuses exclusive puts (tests/lockstep.rs).
+#[test]
+fn rccl_thread_sharing_posts_on_owned_queues() {
+    for (kind, name) in [(RUST_GIN_RCCL_COOP_WAVE, "wave"), (RUST_GIN_RCCL_COOP_WORKGROUP, "workgroup")] {
+        let owned = puts_signals_and_counters_with(kind, N - 1, NCCL_GIN_RESOURCE_SHARING_THREAD);
+        assert!(owned > 0, "{name} coops with THREAD sharing: no batch of the owning path");
+        println!("{name} coops, THREAD sharing: {owned} batches published by owners");
+    }
+    // The default, GPU sharing, never takes it.
+    assert_eq!(puts_signals_and_counters_with(RUST_GIN_RCCL_COOP_WAVE, N - 1, 0), 0, "GPU sharing");
+}
+
 #[test]
 fn rccl_put_values_and_shadow_waits() {
     for (kind, name) in KINDS {
@@ -647,8 +679,9 @@ fn rccl_waits_honour_the_abort_flag_within_a_bound() {
     r.no_device_error();
 }
 
-const CASES: [&str; 8] = [
+const CASES: [&str; 9] = [
     "rccl_puts_signals_and_counters_from_thread_coops",
+    "rccl_thread_sharing_posts_on_owned_queues",
     "rccl_puts_signals_and_counters_from_wave_coops",
     "rccl_puts_signals_and_counters_from_workgroup_coops",
     "rccl_put_values_and_shadow_waits",
@@ -668,7 +701,10 @@ fn rccl_cases_again_on_bnxt_re_and_ionic() {
     rerun_on_families(&CASES);
 }
 
+/// Not the THREAD-sharing case: DC refuses exclusive puts (a DCI serves
+/// several peers; tests/lockstep.rs shows the refusal).
 #[test]
 fn rccl_cases_again_on_dc_initiators() {
-    rerun_on_dc(RERUN_DCIS, &CASES);
+    let cases: Vec<&str> = CASES.iter().copied().filter(|c| *c != "rccl_thread_sharing_posts_on_owned_queues").collect();
+    rerun_on_dc(RERUN_DCIS, &cases);
 }

@@ -128,6 +128,30 @@ impl World {
             }
         }
     }
+    /// The live state of rank 0's RC queue to `peer` on context `ctx`, any
+    /// family (tests that set the protocol's words by hand).
+    pub fn sq_state_ptr(&self, ctx: u32, peer: u32) -> *mut rust_gin_mlx5_sq_state {
+        // SAFETY: the handle's contexts and peers are live; RC (no DCIs).
+        unsafe {
+            let h = &*(self.handle() as *const rust_gin_handle);
+            let c = &*((h.contexts as *const rust_gin_context).add(ctx as usize));
+            assert_eq!(c.n_dci, 0, "sq_state_ptr: an RC context");
+            if c.family != RUST_GIN_FAMILY_MLX5 {
+                (*(c.peers as *const rust_gin_nic_peer).add(peer as usize)).sq.state as *mut rust_gin_mlx5_sq_state
+            } else {
+                (*(c.peers as *const rust_gin_peer).add(peer as usize)).sq.state as *mut rust_gin_mlx5_sq_state
+            }
+        }
+    }
+    /// Forgets rank 0's recorded device error (the record keeps the first).
+    pub fn clear_error(&self) {
+        // SAFETY: rank 0's live error record; no device call runs meanwhile.
+        unsafe {
+            let h = &*(self.handle() as *const rust_gin_handle);
+            let e = h.error as *mut rust_gin_error;
+            std::ptr::write_volatile(e, rust_gin_error::default());
+        }
+    }
     /// Which of sq_states' queues carries rank 0's traffic to `peer`.
     pub fn queue_of(&self, peer: u32) -> u32 {
         match context_dcis(self.handle(), 0) {
@@ -137,6 +161,11 @@ impl World {
     }
     pub fn doorbells(&self, ctx: u32) -> u64 {
         self.sq_states(ctx).iter().map(|s| s.doorbells).sum()
+    }
+    /// Batches owning waves published on context `ctx`'s queues without a
+    /// ticket (rust_gin_put_exclusive).
+    pub fn owned_batches(&self, ctx: u32) -> u64 {
+        self.sq_states(ctx).iter().map(|s| s.owned_batches).sum()
     }
     pub fn ok(&self, what: &str, s: i32) {
         assert_eq!(s, 0, "{what}: {:?}", self.error().map(|e| e.to_string()));

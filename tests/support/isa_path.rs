@@ -142,6 +142,12 @@ pub const COLD: &[&str] = &[
 /// The posting steps every put-like operation has on the shared queue.
 const POST: &[&str] = &["fn:reserve", "fn:store_seg", "fn:release", "fn:mmio_store64"];
 
+/// The same on a queue the caller owns (rust_gin_put_exclusive), where
+/// the shared protocol's steps are cold.
+const POST_EXCLUSIVE: &[&str] =
+    &["fn:reserve_exclusive", "fn:store_seg", "fn:release_exclusive", "fn:mmio_store64"];
+const SHARED_ONLY: &[&str] = &["fn:reserve", "fn:wait_turn", "fn:publish"];
+
 /// Steps or cold entries that differ from the first-pass put: a queue's
 /// first pass needs no credit (`reusable` is not read); once the ring has
 /// wrapped, each post reads it.
@@ -151,12 +157,24 @@ fn spec(op: &'static str, kernel: &'static str, steps: &[&'static str], cold: &[
     Spec { op, kernel, steps: s, cold: cold.to_vec() }
 }
 
+/// The same operation on an exclusive queue.
+fn exclusive(op: &'static str, shared: &Spec) -> Spec {
+    let mut steps: Vec<&'static str> = POST_EXCLUSIVE.to_vec();
+    steps.extend(shared.steps.iter().filter(|s| !POST.contains(s)));
+    let mut cold = shared.cold.clone();
+    cold.extend_from_slice(SHARED_ONLY);
+    let kernel = if shared.kernel == "rust_gin_isa_db_rccl_put_shared" { "rust_gin_isa_db_rccl_put_exclusive" } else { shared.kernel };
+    Spec { op, kernel, steps, cold }
+}
+
 /// The operations the report covers (mlx5 RC, the shared queue protocol).
 pub fn specs() -> Vec<Spec> {
-    const PUT: &str = "rust_gin_isa_db_rust_gin_put";
+    // The put as RCCL compiles it: constant flags (isa_entry.hip), one
+    // kernel per sharing mode.
+    const PUT: &str = "rust_gin_isa_db_rccl_put_shared";
     // Off every put's common path: no counter, no chunk loop.
     let put_cold = ["put.big", "fn:note_counter", "fn:credit_counters", "fn:poll"];
-    vec![
+    let mut v = vec![
         spec(
             "put 8 B",
             PUT,
@@ -193,7 +211,11 @@ pub fn specs() -> Vec<Spec> {
             &["get.remote", "get.local", "get.post", "fn:note_read"],
             &["get.big", "fn:poll", "fn:reusable"],
         ),
-    ]
+    ];
+    let put = exclusive("put 8 B, exclusive", &v[0]);
+    let put_signal = exclusive("put 8 B + signal, exclusive", &v[2]);
+    v.extend([put, put_signal]);
+    v
 }
 
 /// Target of a branch: the signed 16-bit word offset after the instruction.

@@ -450,6 +450,56 @@ pub fn rerun_on_dc_in_write_mode(dcis: u32, tests: &[&str]) {
     );
 }
 
+/// Whether this process's puts go through rust_gin_put_exclusive
+/// (RUST_GIN_TEST_EXCLUSIVE=1, set by [`rerun_exclusive`]).
+pub fn exclusive_asked() -> bool {
+    std::env::var("RUST_GIN_TEST_EXCLUSIVE").is_ok_and(|v| v.trim() == "1")
+}
+
+/// rust_gin_put, or rust_gin_put_exclusive in an exclusive rerun.
+///
+/// # Safety
+/// As the device functions: a live handle and windows.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn put(
+    h: *const std::ffi::c_void,
+    ctx: u32,
+    peer: u32,
+    dst: *const std::ffi::c_void,
+    dst_off: u64,
+    src: *const std::ffi::c_void,
+    src_off: u64,
+    bytes: u64,
+    sig: rccl_rust_gin::abi::rust_gin_signal,
+    has_counter: u32,
+    counter: u32,
+    flags: u32,
+) -> i32 {
+    use rccl_rust_gin::device as dev;
+    // SAFETY: the caller's promise, passed on.
+    unsafe {
+        if exclusive_asked() {
+            dev::rust_gin_put_exclusive(h, ctx, peer, dst, dst_off, src, src_off, bytes, sig, has_counter, counter, flags)
+        } else {
+            dev::rust_gin_put(h, ctx, peer, dst, dst_off, src, src_off, bytes, sig, has_counter, counter, flags)
+        }
+    }
+}
+
+/// Runs the named tests again with RUST_GIN_TEST_EXCLUSIVE=1 on mlx5 RC,
+/// bnxt_re and ionic (DC refuses exclusive puts: a DCI serves several
+/// peers). Each test checks how many batches the owning path published.
+pub fn rerun_exclusive(tests: &[&str]) {
+    if exclusive_asked() || family_asked().is_some() || dc_asked() || write_mode_asked() {
+        println!("already a rerun");
+        return;
+    }
+    let x = ("RUST_GIN_TEST_EXCLUSIVE", "1");
+    rerun_with("exclusive queues, mlx5 RC", &[x], tests);
+    rerun_with("exclusive queues, bnxt_re", &[x, ("RCCL_RUST_GIN_EMU_FAMILY", "bnxt_re")], tests);
+    rerun_with("exclusive queues, ionic", &[x, ("RCCL_RUST_GIN_EMU_FAMILY", "ionic")], tests);
+}
+
 /// DC initiators of context `ctx` behind a device handle (0: RC).
 pub fn context_dcis(h: *const std::ffi::c_void, ctx: u32) -> u32 {
     // SAFETY: a live handle from createContext and its context array; the
