@@ -44,6 +44,7 @@ pub mod mlx5;
 pub mod nic;
 pub mod oob;
 pub mod park;
+pub mod preflight;
 pub mod provider;
 pub mod rma;
 pub mod session;

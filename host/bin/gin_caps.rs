@@ -40,6 +40,16 @@ fn main() -> ExitCode {
                 }
             }
         }
+        // The platform around the NICs (rccl_rust_gin::preflight): what init
+        // WARNs about, every check's line here.
+        for f in rccl_rust_gin::preflight::run(std::path::Path::new("/"), &|k| std::env::var(k).ok()) {
+            let tag = match f.ok {
+                Some(true) => "ok",
+                Some(false) => "PROBLEM",
+                None => "not checked",
+            };
+            println!("pre-flight {}: {tag}: {}", f.check, f.line);
+        }
         Ok(all_ok)
     };
     match run() {

@@ -79,6 +79,12 @@ impl Plugin for Gin {
         let config = Config::from_env()?;
         let provider = crate::provider::select(&config)?;
         info_line!(INIT, "provider {:?}, {} device(s)", provider.kind(), provider.devices());
+        // The platform around a real NIC, once per process (preflight.rs):
+        // WARN lines only; the emulated NIC needs none of it.
+        if provider.kind() != crate::config::ProviderKind::Emu {
+            static ONCE: std::sync::Once = std::sync::Once::new();
+            ONCE.call_once(crate::preflight::warn_all);
+        }
         Ok((config, provider))
     }
 
