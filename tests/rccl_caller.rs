@@ -292,10 +292,23 @@ fn puts_signals_and_counters_with(kind: u32, wgs: usize, sharing: u32) -> u64 {
         // SAFETY: as above.
         let s = unsafe { dev::rust_gin_rccl_wait_counter(r.comm(0), ctx, who.coop, who.wg as u32, least, 64, NO_TIMEOUT) };
         waited(&format!("workgroup {}: waitCounter(counter {}, least {least})", who.wg, who.wg), s);
-        // SAFETY: as above.
-        let s = unsafe { dev::rust_gin_rccl_flush(r.comm(0), ctx, who.coop, NO_TIMEOUT) };
-        waited("flush", s);
+        // RCCL's flush covers every peer of the context, so in THREAD
+        // sharing it would post on the other owners' queues while they put
+        // (no owner promise holds then; a run under load lost a WQE that
+        // way): there the flush comes after all workgroups, below.
+        if sharing != NCCL_GIN_RESOURCE_SHARING_THREAD {
+            // SAFETY: as above.
+            let s = unsafe { dev::rust_gin_rccl_flush(r.comm(0), ctx, who.coop, NO_TIMEOUT) };
+            waited("flush", s);
+        }
     });
+    if sharing == NCCL_GIN_RESOURCE_SHARING_THREAD {
+        workgroups(&r, RUST_GIN_RCCL_COOP_WAVE, 1, |who| {
+            // SAFETY: as above; every owner is done.
+            let s = unsafe { dev::rust_gin_rccl_flush(r.comm(0), ctx, who.coop, NO_TIMEOUT) };
+            waited("flush after the owners", s);
+        });
+    }
     let posters = if kind == RUST_GIN_RCCL_COOP_THREAD { 64 } else { 1 };
     for wg in 0..wgs {
         // SAFETY: as above, from a plain thread (RCCL's readCounter from one thread).
