@@ -87,6 +87,16 @@ RG_ISA_KERNEL(db, rust_gin_put_exclusive,
               (const void* h, uint32_t c, uint32_t p, const void* dw, uint64_t doff, const void* sw, uint64_t soff,
                uint64_t n, rust_gin_signal sig, uint32_t hc, uint32_t cid, uint32_t f),
               (h, c, p, dw, doff, sw, soff, n, sig, hc, cid, f))
+RG_ISA_KERNEL(db, rust_gin_put_value_exclusive,
+              (const void* h, uint32_t c, uint32_t p, const void* dw, uint64_t doff, uint64_t v, uint32_t sz,
+               rust_gin_signal sig, uint32_t f),
+              (h, c, p, dw, doff, v, sz, sig, f))
+RG_ISA_KERNEL(db, rust_gin_signal_peer_exclusive,
+              (const void* h, uint32_t c, uint32_t p, rust_gin_signal sig, uint32_t f), (h, c, p, sig, f))
+RG_ISA_KERNEL(db, rust_gin_get_exclusive,
+              (const void* h, uint32_t c, uint32_t p, const void* rw, uint64_t roff, const void* lw, uint64_t loff,
+               uint64_t n, uint32_t f),
+              (h, c, p, rw, roff, lw, loff, n, f))
 RG_ISA_KERNEL(db, rust_gin_put_value,
               (const void* h, uint32_t c, uint32_t p, const void* dw, uint64_t doff, uint64_t v, uint32_t sz,
                rust_gin_signal sig, uint32_t f),

@@ -243,7 +243,7 @@ RG_INLINE int put_on(const Ctx& x, uint32_t peer, const void* dst_window, uint64
   return s;
 }
 
-template <class F>
+template <class F, bool kExclusive = false>
 RG_INLINE int put_value_on(const Ctx& x, uint32_t peer, const void* dst_window, uint64_t dst_off, uint64_t value,
                            uint32_t size, const rust_gin_signal& signal, uint32_t flags) {
   int s = check_peer<F>(x, peer);
@@ -261,22 +261,22 @@ RG_INLINE int put_value_on(const Ctx& x, uint32_t peer, const void* dst_window, 
   if (has_signal && (s = check_signal(x, peer, signal))) return s;
   if (flags & RUST_GIN_FLAG_RELEASE_SYSTEM) fence_release_system();
   // As in rust_gin_put: the data, then the signal built and posted behind it.
-  if ((s = post<F>(x, peer, w, flags, 0, true, has_signal))) return s;  // isa-path: put_value.data
+  if ((s = post<F, kExclusive>(x, peer, w, flags, 0, true, has_signal))) return s;  // isa-path: put_value.data
   if (!wave::any(has_signal)) return RUST_GIN_OK;  // no lane has a signal step
   // isa-path: put_value.signal
-  return post<F>(x, peer, has_signal ? signal_wqe<F>(x, peer, signal) : Request{}, flags, 0, has_signal);
+  return post<F, kExclusive>(x, peer, has_signal ? signal_wqe<F>(x, peer, signal) : Request{}, flags, 0, has_signal);
 }
 
-template <class F>
+template <class F, bool kExclusive = false>
 RG_INLINE int signal_peer_on(const Ctx& x, uint32_t peer, const rust_gin_signal& signal, uint32_t flags) {
   int s = check_peer<F>(x, peer);
   if (s) return s;
   if ((s = check_signal(x, peer, signal))) return s;
   if (flags & RUST_GIN_FLAG_RELEASE_SYSTEM) fence_release_system();
-  return post<F>(x, peer, signal_wqe<F>(x, peer, signal), flags);  // isa-path: signal.post
+  return post<F, kExclusive>(x, peer, signal_wqe<F>(x, peer, signal), flags);  // isa-path: signal.post
 }
 
-template <class F>
+template <class F, bool kExclusive = false>
 RG_INLINE int get_on(const Ctx& x, uint32_t peer, const void* remote_window, uint64_t remote_off,
                      const void* local_window, uint64_t local_off, uint64_t bytes, uint32_t flags) {
   int s = check_peer<F>(x, peer);
@@ -300,12 +300,12 @@ RG_INLINE int get_on(const Ctx& x, uint32_t peer, const void* remote_window, uin
     // All but the last chunk of a get larger than one WQE, as in rust_gin_put.
     wave::Region big(bytes > kMaxChunk);
     while (big && bytes - off > kMaxChunk) {
-      if ((s = post<F>(x, peer, read(off, kMaxChunk), flags & ~RUST_GIN_FLAG_AGGREGATE))) break;  // isa-path: get.big
+      if ((s = post<F, kExclusive>(x, peer, read(off, kMaxChunk), flags & ~RUST_GIN_FLAG_AGGREGATE))) break;  // isa-path: get.big
       off += kMaxChunk;
     }
   }
   if (s) return s;
-  return post<F>(x, peer, read(off, bytes - off), flags);  // isa-path: get.post
+  return post<F, kExclusive>(x, peer, read(off, bytes - off), flags);  // isa-path: get.post
 }
 
 template <class F>
@@ -394,6 +394,16 @@ RG_EXTERN_C RG_DEV int rust_gin_put(const void* handle, uint32_t context, uint32
                                    counter_id, flags));
 }
 
+// What an exclusive entry returns: the operation's status, or, where the
+// wave did not own the queue (SendQueue::kNotOwned: another producer's post
+// in flight, or a DC context), RUST_GIN_ERR_INVALID recorded as
+// RUST_GIN_ARG_NOT_EXCLUSIVE (expected: the context's DCIs). One record
+// site per entry: one per post cost the put 3 VGPRs over its budget.
+RG_INLINE int owned_or_refused(const Ctx& x, uint32_t peer, int r) {
+  if (r != queue::SendQueue<mlx5::Family>::kNotOwned) return r;
+  return invalid(x.err, peer, RUST_GIN_ARG_NOT_EXCLUSIVE, peer, x.c->n_dci);
+}
+
 RG_EXTERN_C RG_DEV int rust_gin_put_exclusive(const void* handle, uint32_t context, uint32_t peer,
                                               const void* dst_window, uint64_t dst_off, const void* src_window,
                                               uint64_t src_off, uint64_t bytes, rust_gin_signal signal,
@@ -402,11 +412,42 @@ RG_EXTERN_C RG_DEV int rust_gin_put_exclusive(const void* handle, uint32_t conte
   Ctx x;
   const int s = resolve(handle, context, &x);
   if (s) return s;
-  const int r = RG_ON_FAMILY(x, (put_on<F, true>(x, peer, dst_window, dst_off, src_window, src_off, bytes, signal,
-                                                 has_counter, counter_id, flags)));
-  if (r != queue::SendQueue<mlx5::Family>::kNotOwned) return r;
-  // A queue another producer was posting to, or a DC context (expected: its DCIs).
-  return invalid(x.err, peer, RUST_GIN_ARG_NOT_EXCLUSIVE, peer, x.c->n_dci);
+  return owned_or_refused(x, peer,
+                          RG_ON_FAMILY(x, (put_on<F, true>(x, peer, dst_window, dst_off, src_window, src_off, bytes,
+                                                           signal, has_counter, counter_id, flags))));
+}
+
+RG_EXTERN_C RG_DEV int rust_gin_put_value_exclusive(const void* handle, uint32_t context, uint32_t peer,
+                                                    const void* dst_window, uint64_t dst_off, uint64_t value,
+                                                    uint32_t size, rust_gin_signal signal, uint32_t flags) {
+  RG_WAVE_ENTRY();
+  Ctx x;
+  const int s = resolve(handle, context, &x);
+  if (s) return s;
+  return owned_or_refused(
+      x, peer, RG_ON_FAMILY(x, (put_value_on<F, true>(x, peer, dst_window, dst_off, value, size, signal, flags))));
+}
+
+RG_EXTERN_C RG_DEV int rust_gin_signal_peer_exclusive(const void* handle, uint32_t context, uint32_t peer,
+                                                      rust_gin_signal signal, uint32_t flags) {
+  RG_WAVE_ENTRY();
+  Ctx x;
+  const int s = resolve(handle, context, &x);
+  if (s) return s;
+  return owned_or_refused(x, peer, RG_ON_FAMILY(x, (signal_peer_on<F, true>(x, peer, signal, flags))));
+}
+
+RG_EXTERN_C RG_DEV int rust_gin_get_exclusive(const void* handle, uint32_t context, uint32_t peer,
+                                              const void* remote_window, uint64_t remote_off,
+                                              const void* local_window, uint64_t local_off, uint64_t bytes,
+                                              uint32_t flags) {
+  RG_WAVE_ENTRY();
+  Ctx x;
+  const int s = resolve(handle, context, &x);
+  if (s) return s;
+  return owned_or_refused(x, peer,
+                          RG_ON_FAMILY(x, (get_on<F, true>(x, peer, remote_window, remote_off, local_window,
+                                                           local_off, bytes, flags))));
 }
 
 RG_EXTERN_C RG_DEV int rust_gin_put_value(const void* handle, uint32_t context, uint32_t peer,

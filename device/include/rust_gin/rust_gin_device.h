@@ -66,6 +66,18 @@ RG_EXTERN_C RG_DEV int rust_gin_get(const void* handle, uint32_t context, uint32
                                     uint64_t remote_off, const void* local_window, uint64_t local_off,
                                     uint64_t bytes, uint32_t flags);
 
+/* rust_gin_put_value, rust_gin_signal_peer and rust_gin_get on a queue the
+ * calling wave owns, as rust_gin_put_exclusive. */
+RG_EXTERN_C RG_DEV int rust_gin_put_value_exclusive(const void* handle, uint32_t context, uint32_t peer,
+                                                    const void* dst_window, uint64_t dst_off, uint64_t value,
+                                                    uint32_t size, rust_gin_signal signal, uint32_t flags);
+RG_EXTERN_C RG_DEV int rust_gin_signal_peer_exclusive(const void* handle, uint32_t context, uint32_t peer,
+                                                      rust_gin_signal signal, uint32_t flags);
+RG_EXTERN_C RG_DEV int rust_gin_get_exclusive(const void* handle, uint32_t context, uint32_t peer,
+                                              const void* remote_window, uint64_t remote_off,
+                                              const void* local_window, uint64_t local_off, uint64_t bytes,
+                                              uint32_t flags);
+
 /* Waits until every operation posted to the peers coop_rank, coop_rank +
  * coop_size, ... has completed: the calling thread's share of a cooperative
  * flush over all peers (RCCL's Flush passes coop.thread_rank(), coop.size()). */
