@@ -639,13 +639,13 @@ fn every_gin_operation_from_1_2_17_63_and_64_lanes() {
                 // SAFETY (all device calls): live handle and windows.
                 unsafe {
                     w.ok("put", put(h, 0, peer, w.dst[0].gh, off, w.src[0].gh, off, SLOT as u64, sig, 1, l, 0));
-                    w.ok("putValue", dev::rust_gin_put_value(
+                    w.ok("putValue", put_value(
                         h, 0, peer, w.dst[0].gh, (64 * SLOT + l as usize * 8) as u64,
                         u64::from(round) << 32 | u64::from(l), 8, NO_SIGNAL, RUST_GIN_FLAG_AGGREGATE));
                     if va {
-                        w.ok("signal", dev::rust_gin_signal_peer(h, 0, peer, signal_va(&w.sig[0], 64 * 8), 0));
+                        w.ok("signal", signal_peer(h, 0, peer, signal_va(&w.sig[0], 64 * 8), 0));
                     }
-                    w.ok("get", dev::rust_gin_get(
+                    w.ok("get", get(
                         h, 1, peer, w.src[0].gh, off, w.dst[0].gh, (128 * SLOT + l as usize * SLOT) as u64,
                         SLOT as u64, 0));
                     let mut req = rust_gin_request::default();
@@ -734,7 +734,7 @@ fn flush_and_signal_waits_called_by_many_lanes_of_one_wave() {
             // SAFETY: live handle and windows.
             unsafe {
                 for k in 0..4u64 {
-                    w.ok("putValue", dev::rust_gin_put_value(
+                    w.ok("putValue", put_value(
                         h, 0, 0, w.dst[0].gh, (l as usize * 8) as u64, k, 8,
                         signal_indexed(2, RUST_GIN_SIGNAL_OP_ADD, 1), RUST_GIN_FLAG_AGGREGATE));
                 }
@@ -986,11 +986,11 @@ fn gin_cases_again_on_bnxt_re_and_ionic() {
     rerun_on_families(&GIN_CASES);
 }
 
-/// The single-wave GIN cases again with every put through
-/// rust_gin_put_exclusive: the wave owns its queues (RCCL's THREAD sharing)
-/// and puts with no ticket or turn, on every family. Between the owner's
-/// puts the shared path runs on the same queues (its putValues, gets and the
-/// flushes' NOPs take tickets), so the two meet on one queue in turn. Not the
+/// The single-wave GIN cases again with every put, putValue, signal and get
+/// through the *_exclusive entries: the wave owns its queues (RCCL's THREAD
+/// sharing) and posts with no ticket or turn, on every family. Between the
+/// owner's posts the shared path runs on the same queues (the flushes' NOPs
+/// and DUMPs take tickets), so the two meet on one queue in turn. Not the
 /// eight-wave soak: its waves share queues.
 #[test]
 fn gin_cases_again_on_exclusive_queues() {

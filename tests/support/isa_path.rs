@@ -163,7 +163,13 @@ fn exclusive(op: &'static str, shared: &Spec) -> Spec {
     steps.extend(shared.steps.iter().filter(|s| !POST.contains(s)));
     let mut cold = shared.cold.clone();
     cold.extend_from_slice(SHARED_ONLY);
-    let kernel = if shared.kernel == "rust_gin_isa_db_rccl_put_shared" { "rust_gin_isa_db_rccl_put_exclusive" } else { shared.kernel };
+    let kernel = match shared.kernel {
+        "rust_gin_isa_db_rccl_put_shared" => "rust_gin_isa_db_rccl_put_exclusive",
+        "rust_gin_isa_db_rust_gin_signal_peer" => "rust_gin_isa_db_rust_gin_signal_peer_exclusive",
+        "rust_gin_isa_db_rust_gin_put_value" => "rust_gin_isa_db_rust_gin_put_value_exclusive",
+        "rust_gin_isa_db_rust_gin_get" => "rust_gin_isa_db_rust_gin_get_exclusive",
+        k => k,
+    };
     Spec { op, kernel, steps, cold }
 }
 
@@ -212,9 +218,14 @@ pub fn specs() -> Vec<Spec> {
             &["get.big", "fn:poll", "fn:reusable"],
         ),
     ];
-    let put = exclusive("put 8 B, exclusive", &v[0]);
-    let put_signal = exclusive("put 8 B + signal, exclusive", &v[2]);
-    v.extend([put, put_signal]);
+    let more = [
+        exclusive("put 8 B, exclusive", &v[0]),
+        exclusive("put 8 B + signal, exclusive", &v[2]),
+        exclusive("signal, exclusive", &v[3]),
+        exclusive("put_value 8 B, exclusive", &v[4]),
+        exclusive("get 8 B, exclusive", &v[5]),
+    ];
+    v.extend(more);
     v
 }
 

@@ -450,8 +450,9 @@ pub fn rerun_on_dc_in_write_mode(dcis: u32, tests: &[&str]) {
     );
 }
 
-/// Whether this process's puts go through rust_gin_put_exclusive
-/// (RUST_GIN_TEST_EXCLUSIVE=1, set by [`rerun_exclusive`]).
+/// Whether this process's puts, putValues, signals and gets go through
+/// the *_exclusive entries (RUST_GIN_TEST_EXCLUSIVE=1, set by
+/// [`rerun_exclusive`]).
 pub fn exclusive_asked() -> bool {
     std::env::var("RUST_GIN_TEST_EXCLUSIVE").is_ok_and(|v| v.trim() == "1")
 }
@@ -482,6 +483,82 @@ pub unsafe fn put(
             dev::rust_gin_put_exclusive(h, ctx, peer, dst, dst_off, src, src_off, bytes, sig, has_counter, counter, flags)
         } else {
             dev::rust_gin_put(h, ctx, peer, dst, dst_off, src, src_off, bytes, sig, has_counter, counter, flags)
+        }
+    }
+}
+
+/// rust_gin_put_value, or its exclusive entry in an exclusive rerun.
+///
+/// # Safety
+/// As the device functions: a live handle and windows.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn put_value(
+    h: *const std::ffi::c_void,
+    ctx: u32,
+    peer: u32,
+    dst: *const std::ffi::c_void,
+    dst_off: u64,
+    value: u64,
+    size: u32,
+    sig: rccl_rust_gin::abi::rust_gin_signal,
+    flags: u32,
+) -> i32 {
+    use rccl_rust_gin::device as dev;
+    // SAFETY: the caller's promise, passed on.
+    unsafe {
+        if exclusive_asked() {
+            dev::rust_gin_put_value_exclusive(h, ctx, peer, dst, dst_off, value, size, sig, flags)
+        } else {
+            dev::rust_gin_put_value(h, ctx, peer, dst, dst_off, value, size, sig, flags)
+        }
+    }
+}
+
+/// rust_gin_signal_peer, or its exclusive entry in an exclusive rerun.
+///
+/// # Safety
+/// As the device functions: a live handle.
+pub unsafe fn signal_peer(
+    h: *const std::ffi::c_void,
+    ctx: u32,
+    peer: u32,
+    sig: rccl_rust_gin::abi::rust_gin_signal,
+    flags: u32,
+) -> i32 {
+    use rccl_rust_gin::device as dev;
+    // SAFETY: the caller's promise, passed on.
+    unsafe {
+        if exclusive_asked() {
+            dev::rust_gin_signal_peer_exclusive(h, ctx, peer, sig, flags)
+        } else {
+            dev::rust_gin_signal_peer(h, ctx, peer, sig, flags)
+        }
+    }
+}
+
+/// rust_gin_get, or its exclusive entry in an exclusive rerun.
+///
+/// # Safety
+/// As the device functions: a live handle and windows.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn get(
+    h: *const std::ffi::c_void,
+    ctx: u32,
+    peer: u32,
+    remote: *const std::ffi::c_void,
+    remote_off: u64,
+    local: *const std::ffi::c_void,
+    local_off: u64,
+    bytes: u64,
+    flags: u32,
+) -> i32 {
+    use rccl_rust_gin::device as dev;
+    // SAFETY: the caller's promise, passed on.
+    unsafe {
+        if exclusive_asked() {
+            dev::rust_gin_get_exclusive(h, ctx, peer, remote, remote_off, local, local_off, bytes, flags)
+        } else {
+            dev::rust_gin_get(h, ctx, peer, remote, remote_off, local, local_off, bytes, flags)
         }
     }
 }
