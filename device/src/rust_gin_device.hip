@@ -176,17 +176,18 @@ template <class F, bool kExclusive = false>
 RG_INLINE int put_on(const Ctx& x, uint32_t peer, const void* dst_window, uint64_t dst_off, const void* src_window,
                      uint64_t src_off, uint64_t bytes, const rust_gin_signal& signal, uint32_t has_counter,
                      uint32_t counter_id, uint32_t flags) {
-  int s = check_peer<F>(x, peer);
-  if (s) return s;
-  if (bytes) {
-    if ((s = check_window(x, peer, dst_window, dst_off, bytes))) return s;  // isa-path: put.dst
-    if ((s = check_window(x, peer, src_window, src_off, bytes))) return s;  // isa-path: put.src
-  }
-  if (has_counter && counter_id >= x.c->n_counters) {
-    return invalid(x.err, peer, RUST_GIN_ARG_COUNTER, counter_id, x.c->n_counters);
-  }
+  // Every argument checked, the first bad one recorded once (BadArg).
+  BadArg b;
   const bool has_signal = signal.type != RUST_GIN_SIGNAL_NONE;
-  if (has_signal && (s = check_signal(x, peer, signal))) return s;
+  bool ok = peer_ok<F>(x, peer, &b);
+  if (ok && bytes) {
+    ok = window_ok(x, dst_window, dst_off, bytes, &b);          // isa-path: put.dst
+    ok = ok && window_ok(x, src_window, src_off, bytes, &b);  // isa-path: put.src
+  }
+  if (ok && has_counter && counter_id >= x.c->n_counters) ok = bad(&b, RUST_GIN_ARG_COUNTER, counter_id, x.c->n_counters);
+  if (ok && has_signal) ok = signal_ok(x, peer, signal, &b);
+  if (!ok) return record(x, peer, b);
+  int s = RUST_GIN_OK;
   if (flags & RUST_GIN_FLAG_RELEASE_SYSTEM) fence_release_system();
 
   const rust_gin_window* src = static_cast<const rust_gin_window*>(src_window);
@@ -246,10 +247,14 @@ RG_INLINE int put_on(const Ctx& x, uint32_t peer, const void* dst_window, uint64
 template <class F, bool kExclusive = false>
 RG_INLINE int put_value_on(const Ctx& x, uint32_t peer, const void* dst_window, uint64_t dst_off, uint64_t value,
                            uint32_t size, const rust_gin_signal& signal, uint32_t flags) {
-  int s = check_peer<F>(x, peer);
-  if (s) return s;
-  if (size != 1 && size != 2 && size != 4 && size != 8) return invalid(x.err, peer, RUST_GIN_ARG_SIZE, size, 8);
-  if ((s = check_window(x, peer, dst_window, dst_off, size))) return s;  // isa-path: put_value.dst
+  BadArg b;
+  const bool has_signal = signal.type != RUST_GIN_SIGNAL_NONE;
+  bool ok = peer_ok<F>(x, peer, &b);
+  if (ok && size != 1 && size != 2 && size != 4 && size != 8) ok = bad(&b, RUST_GIN_ARG_SIZE, size, 8);
+  ok = ok && window_ok(x, dst_window, dst_off, size, &b);  // isa-path: put_value.dst
+  if (ok && has_signal) ok = signal_ok(x, peer, signal, &b);
+  if (!ok) return record(x, peer, b);
+  int s;
   Request w = {};
   w.opcode = OP_RDMA_WRITE;
   w.flags = REQ_INLINE;
@@ -257,8 +262,6 @@ RG_INLINE int put_value_on(const Ctx& x, uint32_t peer, const void* dst_window, 
   w.operand0 = value;
   w.raddr = remote(x, dst_window, peer).base + dst_off;
   w.rkey = remote(x, dst_window, peer).rkey;
-  const bool has_signal = signal.type != RUST_GIN_SIGNAL_NONE;
-  if (has_signal && (s = check_signal(x, peer, signal))) return s;
   if (flags & RUST_GIN_FLAG_RELEASE_SYSTEM) fence_release_system();
   // As in rust_gin_put: the data, then the signal built and posted behind it.
   if ((s = post<F, kExclusive>(x, peer, w, flags, 0, true, has_signal))) return s;  // isa-path: put_value.data
@@ -269,9 +272,8 @@ RG_INLINE int put_value_on(const Ctx& x, uint32_t peer, const void* dst_window, 
 
 template <class F, bool kExclusive = false>
 RG_INLINE int signal_peer_on(const Ctx& x, uint32_t peer, const rust_gin_signal& signal, uint32_t flags) {
-  int s = check_peer<F>(x, peer);
-  if (s) return s;
-  if ((s = check_signal(x, peer, signal))) return s;
+  BadArg b;
+  if (!peer_ok<F>(x, peer, &b) || !signal_ok(x, peer, signal, &b)) return record(x, peer, b);
   if (flags & RUST_GIN_FLAG_RELEASE_SYSTEM) fence_release_system();
   return post<F, kExclusive>(x, peer, signal_wqe<F>(x, peer, signal), flags);  // isa-path: signal.post
 }
@@ -279,11 +281,13 @@ RG_INLINE int signal_peer_on(const Ctx& x, uint32_t peer, const rust_gin_signal&
 template <class F, bool kExclusive = false>
 RG_INLINE int get_on(const Ctx& x, uint32_t peer, const void* remote_window, uint64_t remote_off,
                      const void* local_window, uint64_t local_off, uint64_t bytes, uint32_t flags) {
-  int s = check_peer<F>(x, peer);
-  if (s) return s;
-  if (bytes == 0) return RUST_GIN_OK;
-  if ((s = check_window(x, peer, remote_window, remote_off, bytes))) return s;  // isa-path: get.remote
-  if ((s = check_window(x, peer, local_window, local_off, bytes))) return s;    // isa-path: get.local
+  BadArg b;
+  bool ok = peer_ok<F>(x, peer, &b);
+  if (ok && bytes == 0) return RUST_GIN_OK;
+  ok = ok && window_ok(x, remote_window, remote_off, bytes, &b);  // isa-path: get.remote
+  ok = ok && window_ok(x, local_window, local_off, bytes, &b);    // isa-path: get.local
+  if (!ok) return record(x, peer, b);
+  int s = RUST_GIN_OK;
   const rust_gin_window* local = static_cast<const rust_gin_window*>(local_window);
   auto read = [&](uint64_t off, uint64_t len) {
     Request r = {};

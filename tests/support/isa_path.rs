@@ -303,7 +303,7 @@ pub fn breakdown(path: &[Insn], stacks: &HashMap<u64, Vec<Frame>>) -> BTreeMap<&
     const CATS: &[(&str, &[&str])] = &[
         ("doorbell", &["mmio_store64", "dbr_store32", "fence_release_system"]),
         ("wqe", &["write", "emit_wqe", "store_seg"]),
-        ("checks", &["resolve", "check_peer", "check_window", "check_signal", "connected"]),
+        ("checks", &["resolve", "peer_ok", "window_ok", "signal_ok", "connected", "bad", "record"]),
         ("protocol", &["reserve", "wait_credit", "wait_turn", "publish", "release", "ring", "end_wants_cqe", "failed"]),
     ];
     let mut out = BTreeMap::new();

@@ -103,27 +103,47 @@ RG_INLINE bool connected(const Ctx& x, uint32_t peer) {
   return load_invariant(&peer_of<F>(x, peer)->sq.state) != 0;
 }
 
+// An invalid argument a check found: the record's argument, value and
+// limit. The checks fill it and say false; an operation records it once
+// (one inlined record site per operation instead of one per check: each
+// site keeps its values live, and the put's checks had eight).
+struct BadArg {
+  uint8_t arg;
+  uint64_t value;
+  uint64_t limit;
+};
+RG_INLINE bool bad(BadArg* b, uint8_t arg, uint64_t value, uint64_t limit) {
+  *b = BadArg{arg, value, limit};
+  return false;
+}
+RG_INLINE int record(const Ctx& x, uint32_t peer, const BadArg& b) {
+  return invalid(x.err, peer, b.arg, b.value, b.limit);
+}
+
 // A peer an operation may address: in range and connected.
 template <class F>
+RG_INLINE bool peer_ok(const Ctx& x, uint32_t peer, BadArg* b) {
+  if (peer >= x.h->nranks) return bad(b, RUST_GIN_ARG_PEER, peer, x.h->nranks);
+  if (!connected<F>(x, peer)) return bad(b, RUST_GIN_ARG_PEER_NOT_CONNECTED, peer, x.h->nranks);
+  return true;
+}
+template <class F>
 RG_INLINE int check_peer(const Ctx& x, uint32_t peer) {
-  if (peer >= x.h->nranks) return invalid(x.err, peer, RUST_GIN_ARG_PEER, peer, x.h->nranks);
-  if (!connected<F>(x, peer)) return invalid(x.err, peer, RUST_GIN_ARG_PEER_NOT_CONNECTED, peer, x.h->nranks);
-  return RUST_GIN_OK;
+  BadArg b;
+  return peer_ok<F>(x, peer, &b) ? static_cast<int>(RUST_GIN_OK) : record(x, peer, b);
 }
 
 // A window and a byte range in it: registered, for this communicator, in bounds.
-RG_INLINE int check_window(const Ctx& x, uint32_t peer, const void* w, uint64_t off, uint64_t bytes) {
+RG_INLINE bool window_ok(const Ctx& x, const void* w, uint64_t off, uint64_t bytes, BadArg* b) {
   const rust_gin_window* win = static_cast<const rust_gin_window*>(w);
   if (!win || win->magic != RUST_GIN_WINDOW_MAGIC || win->nranks != x.h->nranks) {
-    return invalid(x.err, peer, RUST_GIN_ARG_WINDOW, reinterpret_cast<uint64_t>(w), 0);
+    return bad(b, RUST_GIN_ARG_WINDOW, reinterpret_cast<uint64_t>(w), 0);
   }
   // Registered on the context's rail too (a window of another comm, with
   // fewer rails, is not a window of this one).
-  if (x.c->rail >= win->rails) {
-    return invalid(x.err, peer, RUST_GIN_ARG_WINDOW, reinterpret_cast<uint64_t>(w), 0);
-  }
-  if (off > win->size || bytes > win->size - off) return invalid(x.err, peer, RUST_GIN_ARG_OFFSET, off + bytes, win->size);
-  return RUST_GIN_OK;
+  if (x.c->rail >= win->rails) return bad(b, RUST_GIN_ARG_WINDOW, reinterpret_cast<uint64_t>(w), 0);
+  if (off > win->size || bytes > win->size - off) return bad(b, RUST_GIN_ARG_OFFSET, off + bytes, win->size);
+  return true;
 }
 
 // A peer's registration of a window, as the context's rail (NIC) knows it:
@@ -139,27 +159,26 @@ RG_INLINE uint32_t local_key(const Ctx& x, const rust_gin_window* win) {
 }
 
 // Whether `s` names a signal this context can deliver to `peer`.
-RG_INLINE int check_signal(const Ctx& x, uint32_t peer, const rust_gin_signal& s) {
+RG_INLINE bool signal_ok(const Ctx& x, uint32_t peer, const rust_gin_signal& s, BadArg* b) {
   if (s.type == RUST_GIN_SIGNAL_INDEXED) {
-    if (s.id >= x.c->n_signals) return invalid(x.err, peer, RUST_GIN_ARG_SIGNAL, s.id, x.c->n_signals);
+    if (s.id >= x.c->n_signals) return bad(b, RUST_GIN_ARG_SIGNAL, s.id, x.c->n_signals);
   } else if (s.type == RUST_GIN_SIGNAL_VA) {
     // A VA signal needs an atomic into an arbitrary window word: a context
     // whose signals are slot writes has none to offer (getGinProperties then
     // says supportsVASignals = 0).
-    if (write_mode(x.c)) return invalid(x.err, peer, RUST_GIN_ARG_VA_SIGNAL_WRITE_MODE, s.offset, 0);
-    const int c = check_window(x, peer, s.window, s.offset, 8);
-    if (c) return c;
+    if (write_mode(x.c)) return bad(b, RUST_GIN_ARG_VA_SIGNAL_WRITE_MODE, s.offset, 0);
+    if (!window_ok(x, s.window, s.offset, 8, b)) return false;
     // The target's own address must be 8-byte aligned, not just the offset:
     // a misaligned atomic is a remote access error that kills the QP.
     const uint64_t raddr = remote(x, s.window, peer).base + s.offset;
-    if (raddr % 8) return invalid(x.err, peer, RUST_GIN_ARG_SIGNAL, raddr, 8);
+    if (raddr % 8) return bad(b, RUST_GIN_ARG_SIGNAL, raddr, 8);
   } else {
-    return invalid(x.err, peer, RUST_GIN_ARG_SIGNAL_OP, s.type, RUST_GIN_SIGNAL_VA);
+    return bad(b, RUST_GIN_ARG_SIGNAL_OP, s.type, RUST_GIN_SIGNAL_VA);
   }
   if (s.op != RUST_GIN_SIGNAL_OP_INC && s.op != RUST_GIN_SIGNAL_OP_ADD) {
-    return invalid(x.err, peer, RUST_GIN_ARG_SIGNAL_OP, s.op, RUST_GIN_SIGNAL_OP_ADD);
+    return bad(b, RUST_GIN_ARG_SIGNAL_OP, s.op, RUST_GIN_SIGNAL_OP_ADD);
   }
-  return RUST_GIN_OK;
+  return true;
 }
 
 // The request that delivers a checked signal to `peer`: a fetch-and-add on
