@@ -3,6 +3,10 @@
 //! docs/building-rccl.md once named device ABI versions 1 and 2 while the
 //! code was at 5). Each check is shown catching a planted stale fact.
 
+#[path = "support/isa.rs"]
+#[allow(dead_code)]
+mod isa;
+
 use std::path::Path;
 
 fn root() -> &'static Path {
@@ -96,4 +100,28 @@ fn a_stale_device_abi_version_is_caught() {
     assert!(ahead.iter().any(|w| w.contains("beyond")), "{ahead:?}");
     let gone = plant("patches/README.md", "the version the header was written for (".into(), "the version (".into());
     assert!(gone.iter().any(|w| w.contains("reads nothing")), "{gone:?}");
+}
+
+/// docs/performance.md states the VGPR budget the ISA checks hold every
+/// entry point to ("over N VGPRs (`VGPR_BUDGET`"): the constant's value.
+fn budget_statements_wrong(doc: &str) -> Vec<String> {
+    let found = numbers_after(doc, "fails any over ");
+    if found.is_empty() {
+        return vec!["docs/performance.md: no \"fails any over <n> VGPRs\" (the check reads nothing)".into()];
+    }
+    found
+        .into_iter()
+        .filter(|n| *n != isa::VGPR_BUDGET)
+        .map(|n| format!("docs/performance.md: a budget of {n} VGPRs, VGPR_BUDGET is {}", isa::VGPR_BUDGET))
+        .collect()
+}
+
+#[test]
+fn the_vgpr_budget_the_docs_state_is_the_checks() {
+    let doc = read("docs/performance.md");
+    let wrong = budget_statements_wrong(&doc);
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    // Planted: the budget as it once was in a draft.
+    let planted = doc.replacen(&format!("fails any over {}", isa::VGPR_BUDGET), "fails any over 80", 1);
+    assert!(!budget_statements_wrong(&planted).is_empty(), "a stale budget passed");
 }
