@@ -399,12 +399,12 @@ RG_EXTERN_C RG_DEV int rust_gin_put(const void* handle, uint32_t context, uint32
 }
 
 // What an exclusive entry returns: the operation's status, or, where the
-// wave did not own the queue (SendQueue::kNotOwned: another producer's post
+// wave did not own the queue (queue::kNotOwned: another producer's post
 // in flight, or a DC context), RUST_GIN_ERR_INVALID recorded as
 // RUST_GIN_ARG_NOT_EXCLUSIVE (expected: the context's DCIs). One record
 // site per entry: one per post cost the put 3 VGPRs over its budget.
 RG_INLINE int owned_or_refused(const Ctx& x, uint32_t peer, int r) {
-  if (r != queue::SendQueue<mlx5::Family>::kNotOwned) return r;
+  if (r != queue::kNotOwned) return r;
   return invalid(x.err, peer, RUST_GIN_ARG_NOT_EXCLUSIVE, peer, x.c->n_dci);
 }
 

@@ -88,20 +88,27 @@ pub fn inline_stacks(symbolizer: &Path, hsaco: &Path, addrs: &[u64]) -> Result<H
     Ok(map)
 }
 
-/// The `// isa-path: <name>` markers under `dir`: name → (path relative to
-/// the repository, line).
-pub fn markers(root: &Path, dirs: &[&str]) -> BTreeMap<String, (String, u32)> {
-    let mut out = BTreeMap::new();
+/// Every readable text file under `dirs`: (path relative to `root`, text).
+fn source_files(root: &Path, dirs: &[&str]) -> Vec<(String, String)> {
+    let mut out = vec![];
     let mut stack: Vec<std::path::PathBuf> = dirs.iter().map(|d| root.join(d)).collect();
     while let Some(p) = stack.pop() {
         if p.is_dir() {
             for e in std::fs::read_dir(&p).unwrap_or_else(|e| panic!("read {}: {e}", p.display())) {
                 stack.push(e.expect("dir entry").path());
             }
-            continue;
+        } else if let Ok(text) = std::fs::read_to_string(&p) {
+            out.push((p.strip_prefix(root).unwrap_or(&p).display().to_string(), text));
         }
-        let Ok(text) = std::fs::read_to_string(&p) else { continue };
-        let rel = p.strip_prefix(root).unwrap_or(&p).display().to_string();
+    }
+    out
+}
+
+/// The `// isa-path: <name>` markers under `dir`: name → (path relative to
+/// the repository, line).
+pub fn markers(root: &Path, dirs: &[&str]) -> BTreeMap<String, (String, u32)> {
+    let mut out = BTreeMap::new();
+    for (rel, text) in source_files(root, dirs) {
         let lines: Vec<&str> = text.lines().collect();
         for (i, l) in lines.iter().enumerate() {
             let Some((code, tag)) = l.split_once("// isa-path: ") else { continue };
@@ -511,16 +518,7 @@ pub const NIC_READERS: &[&str] = &[
 /// `Scope::system` (the call may span three lines): (path, line).
 pub fn system_load_sites(root: &Path, dirs: &[&str]) -> Vec<(String, u32)> {
     let mut out = vec![];
-    let mut stack: Vec<std::path::PathBuf> = dirs.iter().map(|d| root.join(d)).collect();
-    while let Some(p) = stack.pop() {
-        if p.is_dir() {
-            for e in std::fs::read_dir(&p).unwrap_or_else(|e| panic!("read {}: {e}", p.display())) {
-                stack.push(e.expect("dir entry").path());
-            }
-            continue;
-        }
-        let Ok(text) = std::fs::read_to_string(&p) else { continue };
-        let rel = p.strip_prefix(root).unwrap_or(&p).display().to_string();
+    for (rel, text) in source_files(root, dirs) {
         let lines: Vec<&str> = text.lines().collect();
         for (i, l) in lines.iter().enumerate() {
             if !l.contains("atomic_load(") || l.trim_start().starts_with("//") {

@@ -80,12 +80,12 @@ RG_INLINE void in_lane_order(uint64_t group, Body body) {
 // publish and doorbell each. The group's other lanes go through each batch
 // with nothing to post. The batch rings when any of its lanes asked to.
 //
-// kExclusive (rust_gin_put_exclusive): this wave is the only producer of
+// kExclusive (the *_exclusive entries): this wave is the only producer of
 // the queues it posts to (SendQueue::reserve_exclusive): no ticket and no
 // turn; a queue with another producer's post in flight refuses the batch
-// (SendQueue::kNotOwned) instead of taking the shared path, whose code
-// would be carried along. A template parameter: RCCL's flags are constants
-// (patch 0004), so its kernels hold one of the two instances.
+// (queue::kNotOwned) instead of taking the shared path, whose code would be
+// carried along. A template parameter, so that each entry point holds one
+// instance (patch 0004 picks the entry by the ncclGin's sharing mode).
 template <class F = mlx5::Family, bool kExclusive = false>
 RG_INLINE int post_lane(const typename F::Desc* q, const Request& r, bool has, bool ring, uint64_t* last,
                         uint32_t counter_tag = 0) {
@@ -122,7 +122,7 @@ RG_INLINE int post_lane(const typename F::Desc* q, const Request& r, bool has, b
             if constexpr (kExclusive) {
               // Another producer's ticket in flight: the caller does not own
               // the queue (the entry point records RUST_GIN_ARG_NOT_EXCLUSIVE).
-              if (!sq.reserve_exclusive(total, &base)) s = FamilyQueue<F>::kNotOwned;
+              if (!sq.reserve_exclusive(total, &base)) s = queue::kNotOwned;
             } else {
               base = sq.reserve(total);
             }

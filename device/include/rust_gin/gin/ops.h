@@ -241,7 +241,7 @@ RG_INLINE int post(const Ctx& x, uint32_t peer, Request r, uint32_t flags, uint3
   int s;
   if constexpr (kExclusive) {
     // Refused as kNotOwned, which the entry point records (one site).
-    s = dc<F>(x) ? FamilyQueue<F>::kNotOwned : post_lane<F, true>(q, r, has, ring, &last, counter_tag);
+    s = dc<F>(x) ? queue::kNotOwned : post_lane<F, true>(q, r, has, ring, &last, counter_tag);
   } else {
     s = post_lane<F, false>(q, r, has, ring, &last, counter_tag);
   }

@@ -62,6 +62,11 @@ struct HasBatch<F, decltype(void(F::batch(typename F::Slots{}, uint8_t{0}, AnyBa
 // Ring now, or leave the published WQEs for a later ring (aggregation).
 enum class RingPolicy { now, defer };
 
+// What an exclusive post returns where the caller does not own the queue:
+// not an ABI status; the entry point turns it into RUST_GIN_ERR_INVALID
+// with its record (one inlined record site, not one per post).
+constexpr int kNotOwned = 0x100;
+
 template <class F>
 class SendQueue {
  public:
@@ -330,11 +335,6 @@ class SendQueue {
   // the device code's only plain 64-bit store is the doorbell, which the
   // ISA checks find by that.
   RG_INLINE static void put64(uint64_t* p, uint64_t v, int order) { (void)atomic_exchange(p, v, order, Scope::agent); }
-
-  // What an exclusive post returns where the caller does not own the queue:
-  // not an ABI status; the entry point turns it into RUST_GIN_ERR_INVALID
-  // with its record (one inlined record site, not one per post).
-  static constexpr int kNotOwned = 0x100;
 
   // Claims [resv, resv + n) without a ticket, or says no when another
   // producer's tickets are still in flight (resv ahead of ready): then the
