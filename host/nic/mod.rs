@@ -7,10 +7,12 @@
 //! each other's side.
 mod access;
 pub mod counters;
+pub mod fault;
 pub mod gates;
 
 pub use access::Access;
 pub use counters::{CounterSnapshot, Counters};
+pub use fault::PlantedFault;
 
 use crate::abi::{RUST_GIN_FAMILY_BNXT, RUST_GIN_FAMILY_IONIC, RUST_GIN_FAMILY_MLX5};
 

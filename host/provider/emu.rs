@@ -109,6 +109,7 @@ pub struct EmuProvider {
     qps_per_uar: u32,
     family: NicFamily,
     ionic_abi: u16,
+    fault: Option<crate::nic::PlantedFault>,
 }
 
 impl EmuProvider {
@@ -127,6 +128,7 @@ impl EmuProvider {
             qps_per_uar: config.qps_per_uar,
             family: config.emu_family,
             ionic_abi: config.emu_ionic_abi,
+            fault: config.emu_fault,
         })
     }
 }
@@ -175,6 +177,7 @@ impl Provider for EmuProvider {
                 },
                 ionic_abi: self.ionic_abi,
                 poll_doorbell_records: false,
+                fault: self.fault,
             })
             .map_err(|e| Error::System(format!("emulated NIC: {e}")))?;
         if self.progress == EmuProgress::Thread {

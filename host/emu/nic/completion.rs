@@ -75,6 +75,9 @@ impl Inner {
 
     pub(super) fn write_cqe(&self, st: &mut State, cqn: u32, cqe: &Cqe) {
         let Some(cq) = st.cqs.get_mut(&cqn) else { return };
+        if self.config.fault == Some(crate::nic::PlantedFault::CollapsedCq) && cq.pi > 0 {
+            return;
+        }
         if cq.family.is_some() {
             return self.write_family_cqe(st, cqn, cqe);
         }

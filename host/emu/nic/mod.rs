@@ -83,6 +83,9 @@ pub struct NicConfig {
     /// to the record just before is there to see (docs/architecture.md, "GIN
     /// over Ethernet on AMD GPUs without an RDMA NIC").
     pub poll_doorbell_records: bool,
+    /// A firmware fault to plant (crate::nic::PlantedFault): the init
+    /// self-test's tests.
+    pub fault: Option<crate::nic::PlantedFault>,
 }
 
 impl Default for NicConfig {
@@ -94,6 +97,7 @@ impl Default for NicConfig {
             poller: None,
             ionic_abi: 2,
             poll_doorbell_records: false,
+            fault: None,
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::emu::guarded;
+use crate::nic::PlantedFault;
 
 impl Inner {
     pub(super) fn reply(&self, outbox: &mut Outbox, req: &Packet, body: Body) {
@@ -120,6 +121,14 @@ impl Inner {
                     self.reply(&mut st.outbox, p, Body::Nak { syndrome: remote_syndrome(e) });
                     return;
                 }
+                let mut planted;
+                let data = if self.config.fault == Some(PlantedFault::CorruptWrite) && *offset == 0 && !data.is_empty() {
+                    planted = data.to_vec();
+                    planted[0] ^= 0xff;
+                    &planted[..]
+                } else {
+                    &data[..]
+                };
                 // SAFETY: [raddr, raddr+total) lies in a registered region, and
                 // offset + len <= total by construction of the packets.
                 if unsafe { mr_write(raddr + offset, data) }.is_err() {
@@ -161,7 +170,12 @@ impl Inner {
                         loop {
                             let n = (*len - off).min(mtu);
                             // SAFETY: inside the checked region.
-                            let Ok(data) = (unsafe { dma_read(raddr + off, n as usize) }) else {
+                            let read = unsafe { dma_read(raddr + off, n as usize) };
+                            let read = match read {
+                                Ok(d) if self.config.fault == Some(PlantedFault::ReadZeros) => Ok(Payload::from_slice(&vec![0u8; d.len()])),
+                                r => r,
+                            };
+                            let Ok(data) = read else {
                                 // Registered but unmapped here: the requester
                                 // fails the READ on this NAK.
                                 self.reply(&mut st.outbox, p, Body::Nak { syndrome: syndrome::REMOTE_ACCESS_ERR });
@@ -193,6 +207,9 @@ impl Inner {
                         // signal or counter).
                         let old = unsafe {
                             match kind {
+                                _ if self.config.fault == Some(PlantedFault::AtomicAsWrite) => {
+                                    mr_write(*raddr, &swap_add.to_le_bytes()).map(|()| 0)
+                                }
                                 AtomicKind::FetchAdd => guarded::fetch_add(*raddr as *mut u64, *swap_add),
                                 AtomicKind::CompareSwap => guarded::compare_swap(*raddr as *mut u64, *compare, *swap_add),
                             }
