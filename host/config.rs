@@ -86,6 +86,11 @@ pub struct Config {
     pub emu_threads: EmuThreads,
     pub emu_mtu: usize,
     pub emu_read_delay_us: u64,
+    /// A firmware fault the emulated NIC is told to have (tests of the
+    /// init self-test).
+    pub emu_fault: Option<crate::nic::PlantedFault>,
+    /// Whether init runs the loopback self-test (host/selftest.rs).
+    pub self_test: bool,
     /// TCP fabric: a peer silent (or a connect pending) this long is
     /// unreachable.
     pub emu_tcp_timeout_ms: u64,
@@ -132,6 +137,8 @@ impl Default for Config {
             emu_threads: EmuThreads::Auto,
             emu_mtu: 4096,
             emu_read_delay_us: 0,
+            emu_fault: None,
+            self_test: true,
             emu_tcp_timeout_ms: 5000,
             emu_family: crate::nic::NicFamily::Mlx5,
             emu_ionic_abi: 2,
@@ -163,6 +170,8 @@ pub const KNOBS: &[(&str, &str, &str)] = &[
     ("RCCL_RUST_GIN_EMU_PROGRESS", "thread", "emu only: thread (polling threads run the NICs, `RCCL_RUST_GIN_EMU_THREADS`) or proxy (RCCL's ginProgress drives it)"),
     ("RCCL_RUST_GIN_EMU_THREADS", "auto", "emu only, with progress thread: the threads that run a process's emulated NICs: auto (half the CPUs the process may use, at least 1), a number from 1 to 1024 (the NICs of a fabric take turns on that many threads, assigned in turn), or nic (a thread per NIC)"),
     ("RCCL_RUST_GIN_EMU_MTU", "4096", "emu only: packet payload size, a power of two from 256 to 65536"),
+    ("RCCL_RUST_GIN_EMU_FAULT", "none", "emu only: a firmware fault the emulated NIC has, for tests of the init self-test: none, corrupt-write (every WRITE lands with its first byte flipped), atomic-as-write (atomics run as 8-byte WRITEs of their operand, as ionic v2 opcodes on a v1 NIC), read-zeros (READ responses carry zeros) or collapsed-cq (only a CQ's first CQE is written, rocm-xio#127)"),
+    ("RCCL_RUST_GIN_SELF_TEST", "on", "on: init opens each NIC, posts a loopback put, put with signal (in the signal mode contexts will use), atomics (atomic mode), get and a CQE round trip through the device library's WQE builders, checks the bytes, and refuses the backend with one WARN naming the failing step; off: skip it (docs/bring-up.md)"),
     ("RCCL_RUST_GIN_EMU_READ_DELAY_US", "0", "emu only: READ data lands up to this long after its CQE unless a flush (DUMP) lands it; 0 = at once (a fault model for tests)"),
     ("RCCL_RUST_GIN_EMU_FAMILY", "mlx5", "emu only: the NIC family the emulated NIC presents: mlx5 (ConnectX WQEs, doorbell records, 64-byte CQEs), bnxt_re (Thor2: 128-byte static-mode WQEs, MSN table) or ionic (Pollara: 64-byte WQEs, colour bits); the GIN operations post that family's bytes (docs/nic-families.md)"),
     ("RCCL_RUST_GIN_EMU_IONIC_ABI", "2", "emu only, with `RCCL_RUST_GIN_EMU_FAMILY=ionic`: the firmware WQE ABI version the emulated Pollara presents, 0 to 255; its queues decode opcodes with that version's table. createContext writes version 1 or 2 as the NIC says and refuses any other (docs/nic-families.md, \"Firmware and ABI gates\")"),
@@ -295,6 +304,22 @@ impl Config {
             if !c.emu_mtu.is_power_of_two() {
                 return Err(Error::InvalidArgument(format!("RCCL_RUST_GIN_EMU_MTU={v} is not a power of two")));
             }
+        }
+        if let Some(v) = get("RCCL_RUST_GIN_EMU_FAULT") {
+            c.emu_fault = match v.as_str() {
+                "none" => None,
+                s => Some(crate::nic::PlantedFault::parse(s).ok_or_else(|| {
+                    let all: Vec<&str> = crate::nic::PlantedFault::ALL.iter().map(|f| f.name()).collect();
+                    Error::InvalidArgument(format!("RCCL_RUST_GIN_EMU_FAULT={v:?}: use none, {}", all.join(", ")))
+                })?),
+            };
+        }
+        if let Some(v) = get("RCCL_RUST_GIN_SELF_TEST") {
+            c.self_test = match v.as_str() {
+                "on" => true,
+                "off" => false,
+                _ => return Err(Error::InvalidArgument(format!("RCCL_RUST_GIN_SELF_TEST={v:?}: use on or off"))),
+            };
         }
         if let Some(v) = get("RCCL_RUST_GIN_EMU_READ_DELAY_US") {
             c.emu_read_delay_us = number("RCCL_RUST_GIN_EMU_READ_DELAY_US", &v, 0u64, 60_000_000)?;

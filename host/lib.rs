@@ -20,6 +20,7 @@
 //! - [`abi`]: layouts shared with the device library (generated from C headers).
 //! - [`ffi`]: C ABI mirrors of RCCL's plugin structs.
 //! - [`device`]: the host build of the device library.
+//! - [`selftest`]: the loopback self-test init runs before it says GIN works here.
 //! - [`gpu`]: GPU-visible memory; [`mem`]: host DMA buffers; [`mapping`]: whether a
 //!   range handed to registration is mapped read-write memory.
 //! - [`oob`]: connection setup between ranks; [`config`]: the RCCL_RUST_GIN_* knobs;
@@ -47,5 +48,6 @@ pub mod park;
 pub mod preflight;
 pub mod provider;
 pub mod rma;
+pub mod selftest;
 pub mod session;
 pub mod sys;

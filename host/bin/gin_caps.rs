@@ -2,8 +2,10 @@
 //! the provider probes it when it opens the NIC (the same line
 //! `NCCL_DEBUG=INFO` prints), and the signal mode that follows. Reads the
 //! same RCCL_RUST_GIN_* variables as the library; `--host` opens the NICs
-//! without a GPU (host memory, as the RMA plugin does). Exit status 1 when
-//! a NIC allows no signal mode or cannot be opened.
+//! without a GPU (host memory, as the RMA plugin does); `--self-test` runs
+//! init's loopback self-test (rccl_rust_gin::selftest) and prints every
+//! step. Exit status 1 when a NIC allows no signal mode, cannot be opened
+//! or fails a self-test step.
 
 use clap::Parser;
 use rccl_rust_gin::config::Config;
@@ -16,6 +18,9 @@ struct Args {
     /// Open the NICs for host memory instead of a GPU.
     #[arg(long)]
     host: bool,
+    /// Also run init's loopback self-test on each NIC, step by step.
+    #[arg(long)]
+    self_test: bool,
 }
 
 fn main() -> ExitCode {
@@ -50,6 +55,9 @@ fn main() -> ExitCode {
             };
             println!("pre-flight {}: {tag}: {}", f.check, f.line);
         }
+        if args.self_test {
+            all_ok &= self_test(&config)?;
+        }
         Ok(all_ok)
     };
     match run() {
@@ -60,4 +68,24 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Prints each NIC's self-test, step by step; whether all passed.
+fn self_test(config: &Config) -> Result<bool, String> {
+    let reports = rccl_rust_gin::selftest::run(config).map_err(|e| format!("self-test: {e}"))?;
+    let mut ok = true;
+    for r in &reports {
+        for o in &r.steps {
+            let (tag, text) = match &o.failure {
+                None => ("ok", &o.detail),
+                Some(why) => ("FAILED", why),
+            };
+            println!("self-test {} ({}, signals as {}): {}: {tag}: {text}", r.nic, r.family, r.signal_mode, o.step.name());
+        }
+        if let Some(line) = r.failure_line() {
+            println!("{line}");
+            ok = false;
+        }
+    }
+    Ok(ok)
 }

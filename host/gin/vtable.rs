@@ -85,6 +85,9 @@ impl Plugin for Gin {
             static ONCE: std::sync::Once = std::sync::Once::new();
             ONCE.call_once(crate::preflight::warn_all);
         }
+        // NCCL reads a successful init as "GIN works here": the NICs
+        // execute our WQEs right, or init says which step failed.
+        crate::selftest::check_at_init(&config)?;
         Ok((config, provider))
     }
 

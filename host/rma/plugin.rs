@@ -68,6 +68,8 @@ impl Plugin for Rma {
         let config = Config::from_env()?;
         let provider = select_provider(&config)?;
         info_line!(INIT, "RMA plugin: provider {:?}, {} device(s)", provider.kind(), provider.devices());
+        // Its posts are the self-test's (host memory, the same builders).
+        crate::selftest::check_at_init(&config)?;
         Ok((config, provider))
     }
 
