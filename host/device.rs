@@ -179,6 +179,11 @@ impl DeviceError {
         self
     }
 
+    /// What the completion status means (crate::nic::completion).
+    pub fn cause(&self) -> crate::nic::completion::Cause {
+        crate::nic::completion::cause(self.family, self.syndrome)
+    }
+
     /// The name of the completion status in the family's own table.
     pub fn syndrome_name(&self) -> &'static str {
         use crate::nic::NicFamily;
@@ -196,12 +201,13 @@ impl std::fmt::Display for DeviceError {
         match self.code {
             a::RUST_GIN_ERR_CQE => write!(
                 f,
-                "error completion from {} on QP {:#x}, WQE index {}, syndrome {:#04x} ({}), vendor syndrome {:#04x}, WQE opcode {:#04x}",
+                "error completion from {} on QP {:#x}, WQE index {}, syndrome {:#04x} ({}: {}), vendor syndrome {:#04x}, WQE opcode {:#04x}",
                 Peer(self.peer),
                 self.qpn,
                 self.wqe_index,
                 self.syndrome,
                 self.syndrome_name(),
+                self.cause().words(),
                 self.vendor_syndrome,
                 self.wqe_opcode
             ),

@@ -6,6 +6,7 @@
 //! providers (host/provider/), which drive one, share it without depending on
 //! each other's side.
 mod access;
+pub mod completion;
 pub mod counters;
 pub mod fault;
 pub mod gates;
