@@ -89,6 +89,8 @@ pub struct Config {
     /// A firmware fault the emulated NIC is told to have (tests of the
     /// init self-test).
     pub emu_fault: Option<crate::nic::PlantedFault>,
+    /// A reordering emulated NIC for ordering tests.
+    pub emu_qp_skew: Option<crate::nic::QpSkew>,
     /// Whether init runs the loopback self-test (host/selftest.rs).
     pub self_test: bool,
     /// TCP fabric: a peer silent (or a connect pending) this long is
@@ -138,6 +140,7 @@ impl Default for Config {
             emu_mtu: 4096,
             emu_read_delay_us: 0,
             emu_fault: None,
+            emu_qp_skew: None,
             self_test: true,
             emu_tcp_timeout_ms: 5000,
             emu_family: crate::nic::NicFamily::Mlx5,
@@ -171,6 +174,7 @@ pub const KNOBS: &[(&str, &str, &str)] = &[
     ("RCCL_RUST_GIN_EMU_THREADS", "auto", "emu only, with progress thread: the threads that run a process's emulated NICs: auto (half the CPUs the process may use, at least 1), a number from 1 to 1024 (the NICs of a fabric take turns on that many threads, assigned in turn), or nic (a thread per NIC)"),
     ("RCCL_RUST_GIN_EMU_MTU", "4096", "emu only: packet payload size, a power of two from 256 to 65536"),
     ("RCCL_RUST_GIN_EMU_FAULT", "none", "emu only: a firmware fault the emulated NIC has, for tests of the init self-test: none, corrupt-write (every WRITE lands with its first byte flipped), atomic-as-write (atomics run as 8-byte WRITEs of their operand, as ionic v2 opcodes on a v1 NIC), read-zeros (READ responses carry zeros) or collapsed-cq (only a CQ's first CQE is written, rocm-xio#127)"),
+    ("RCCL_RUST_GIN_EMU_QP_SKEW", "none", "emu only: none, mod<m>:<us> or revmod<m>:<us> (m 2 to 16, us 1 to 10000000): the emulated NIC starts each batch of queue pair q (q mod m) times us microseconds after its doorbell, or (m - 1 - q mod m) times with rev, as engines serving queues at different latencies would, so that work on different queues arrives in either order (a fault model for ordering tests)"),
     ("RCCL_RUST_GIN_SELF_TEST", "on", "on: init opens each NIC, posts a loopback put, put with signal (in the signal mode contexts will use), atomics (atomic mode), get and a CQE round trip through the device library's WQE builders, checks the bytes, and refuses the backend with one WARN naming the failing step; off: skip it (docs/bring-up.md)"),
     ("RCCL_RUST_GIN_EMU_READ_DELAY_US", "0", "emu only: READ data lands up to this long after its CQE unless a flush (DUMP) lands it; 0 = at once (a fault model for tests)"),
     ("RCCL_RUST_GIN_EMU_FAMILY", "mlx5", "emu only: the NIC family the emulated NIC presents: mlx5 (ConnectX WQEs, doorbell records, 64-byte CQEs), bnxt_re (Thor2: 128-byte static-mode WQEs, MSN table) or ionic (Pollara: 64-byte WQEs, colour bits); the GIN operations post that family's bytes (docs/nic-families.md)"),
@@ -311,6 +315,16 @@ impl Config {
                 s => Some(crate::nic::PlantedFault::parse(s).ok_or_else(|| {
                     let all: Vec<&str> = crate::nic::PlantedFault::ALL.iter().map(|f| f.name()).collect();
                     Error::InvalidArgument(format!("RCCL_RUST_GIN_EMU_FAULT={v:?}: use none, {}", all.join(", ")))
+                })?),
+            };
+        }
+        if let Some(v) = get("RCCL_RUST_GIN_EMU_QP_SKEW") {
+            c.emu_qp_skew = match v.as_str() {
+                "none" => None,
+                s => Some(crate::nic::QpSkew::parse(s).ok_or_else(|| {
+                    Error::InvalidArgument(format!(
+                        "RCCL_RUST_GIN_EMU_QP_SKEW={v:?}: use none, mod<m>:<us> or revmod<m>:<us> (m 2 to 16, us 1 to 10000000)"
+                    ))
                 })?),
             };
         }

@@ -105,14 +105,16 @@ impl Report {
 /// fabric of its own (a loopback needs no peer, and a shared-memory or TCP
 /// fabric would gain a node per process), with a thread of its own (shared
 /// polling threads take NICs in turn: the test's would move the others'),
-/// and READ data landing at once (the delay is a fault model for the flush
-/// after a get, which this test does not exercise).
+/// and READ data landing at once and no queue skew (fault models for the
+/// flush after a get and for ordering across queues, which a loopback on one
+/// queue does not exercise).
 fn test_config(config: &Config) -> Config {
     let mut c = config.clone();
     if c.provider == ProviderKind::Emu {
         c.emu_fabric = EmuFabric::Local(format!("rust-gin-self-test-{}", std::process::id()));
         c.emu_threads = EmuThreads::PerNic;
         c.emu_read_delay_us = 0;
+        c.emu_qp_skew = None;
         c.rails = 1;
     }
     c

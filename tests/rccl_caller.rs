@@ -482,12 +482,10 @@ fn rccl_gets_flushes_and_async_flushes() {
 /// guide, nccl#2302). Four workgroups put to peer 1 without a signal; after
 /// they all returned, workgroup 0 sends one strong signal (a zero-byte put,
 /// rocm-systems#8724). Peer 1 waits for it, then every byte of all four must
-/// be there. Limit, measured: a planted fault that posts the signal on
-/// context 1 (another ordering domain) passed three runs of 4 x 64 KiB,
-/// because the emulated NIC executes queues in doorbell order; the promise
-/// rests on one queue per peer and context (docs/architecture.md,
-/// "Contract"), and a change to that mapping must keep this test and add a
-/// reordering NIC to it.
+/// be there. A signal planted on context 1 (another ordering domain) passes
+/// here, as the emulated NIC executes queues in doorbell order; the rerun on
+/// a NIC that skews queues (`rccl_cases_again_on_a_nic_that_skews_queues`)
+/// catches it.
 #[test]
 fn rccl_strong_signal_covers_every_workgroups_puts() {
     for (kind, name) in KINDS {
@@ -712,6 +710,18 @@ fn rccl_cases_again_with_write_mode_signals() {
 #[test]
 fn rccl_cases_again_on_bnxt_re_and_ionic() {
     rerun_on_families(&CASES);
+}
+
+/// The strong-signal case on a NIC that serves queues at different
+/// latencies (tests/support/rccl_host.rs `rerun_with_queue_skew`), and the
+/// other cases with it: none may rest on an order between queues. Seen
+/// failing: with the signal planted on context 1 (another queue to the same
+/// peer, waited for there), the `revmod3` rerun failed in two runs of two
+/// ("workgroup 0's put"); the unskewed run passes that plant, as the
+/// emulated NIC otherwise runs queues in doorbell order.
+#[test]
+fn rccl_cases_again_on_a_nic_that_skews_queues() {
+    rerun_with_queue_skew(&CASES);
 }
 
 /// Not the THREAD-sharing case: DC refuses exclusive puts (a DCI serves

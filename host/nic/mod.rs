@@ -13,7 +13,7 @@ pub mod gates;
 
 pub use access::Access;
 pub use counters::{CounterSnapshot, Counters};
-pub use fault::PlantedFault;
+pub use fault::{PlantedFault, QpSkew};
 
 use crate::abi::{RUST_GIN_FAMILY_BNXT, RUST_GIN_FAMILY_IONIC, RUST_GIN_FAMILY_MLX5};
 

@@ -110,6 +110,7 @@ pub struct EmuProvider {
     family: NicFamily,
     ionic_abi: u16,
     fault: Option<crate::nic::PlantedFault>,
+    qp_skew: Option<crate::nic::QpSkew>,
 }
 
 impl EmuProvider {
@@ -129,6 +130,7 @@ impl EmuProvider {
             family: config.emu_family,
             ionic_abi: config.emu_ionic_abi,
             fault: config.emu_fault,
+            qp_skew: config.emu_qp_skew,
         })
     }
 }
@@ -178,6 +180,7 @@ impl Provider for EmuProvider {
                 ionic_abi: self.ionic_abi,
                 poll_doorbell_records: false,
                 fault: self.fault,
+                qp_skew: self.qp_skew,
             })
             .map_err(|e| Error::System(format!("emulated NIC: {e}")))?;
         if self.progress == EmuProgress::Thread {

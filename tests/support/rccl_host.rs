@@ -587,6 +587,22 @@ pub fn context_dcis(h: *const std::ffi::c_void, ctx: u32) -> u32 {
     }
 }
 
+/// Runs the named tests again on emulated NICs that start each batch of
+/// queue pair q (q mod m) x 30 ms late, and reversed, for m = 2 and 3: two
+/// queues whose numbers differ by anything but a multiple of 6 then run in
+/// both orders, so a test whose promise rests on one queue per peer and
+/// context sees a signal sent on another queue land before the data. A
+/// no-op in a rerun.
+pub fn rerun_with_queue_skew(tests: &[&str]) {
+    if std::env::var_os("RCCL_RUST_GIN_EMU_QP_SKEW").is_some() || family_asked().is_some() || dc_asked() {
+        println!("already a rerun");
+        return;
+    }
+    for skew in ["mod2:30000", "revmod2:30000", "mod3:30000", "revmod3:30000"] {
+        rerun_with(&format!("queue skew {skew}"), &[("RCCL_RUST_GIN_EMU_QP_SKEW", skew)], tests);
+    }
+}
+
 /// Runs the named tests of this test binary again in a child process with
 /// `env` set; each must have run and passed there.
 fn rerun_with(what: &str, env: &[(&str, &str)], tests: &[&str]) {

@@ -86,6 +86,11 @@ pub struct NicConfig {
     /// A firmware fault to plant (crate::nic::PlantedFault): the init
     /// self-test's tests.
     pub fault: Option<crate::nic::PlantedFault>,
+    /// Queue pairs start each batch late by their number's class
+    /// (crate::nic::QpSkew): engines that serve queues at different
+    /// latencies, so work on different queues arrives in either order (the
+    /// ordering tests' reordering NIC).
+    pub qp_skew: Option<crate::nic::QpSkew>,
 }
 
 impl Default for NicConfig {
@@ -98,6 +103,7 @@ impl Default for NicConfig {
             ionic_abi: 2,
             poll_doorbell_records: false,
             fault: None,
+            qp_skew: None,
         }
     }
 }
@@ -248,6 +254,8 @@ struct Qp {
     pending_ack: Option<Packet>,
     /// Requester: messages below this were covered by an ACK (on_response).
     acked_through: u64,
+    /// Requester, with `NicConfig::qp_skew`: the rung batch waits until then.
+    held_until: Option<Instant>,
 }
 
 impl Qp {
@@ -267,6 +275,7 @@ impl Qp {
             failed_msg: None,
             pending_ack: None,
             acked_through: 0,
+            held_until: None,
         }
     }
 }

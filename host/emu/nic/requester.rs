@@ -14,6 +14,13 @@ impl Inner {
         let mut rung = std::mem::take(&mut st.rung_spare);
         st.rung.take(|slot| rung.push(QpTable::qpn(slot)));
         for &qpn in &rung {
+            // A skewed QP's batch starts `delay` after the doorbell that
+            // found it idle; later doorbells join the held batch.
+            if let Some(delay) = self.config.qp_skew.map(|k| k.delay(qpn)).filter(|d| !d.is_zero()) {
+                if let Some(qp) = st.qps.get_mut(&qpn) {
+                    qp.held_until.get_or_insert_with(|| Instant::now() + delay);
+                }
+            }
             st.mark_dirty(qpn);
             progress = true;
         }
@@ -81,6 +88,16 @@ impl Inner {
 
     /// Executes published WQEs of one send queue. Returns true on progress.
     pub(super) fn run_sq(&self, st: &mut State, qpn: u32) -> bool {
+        if let Some(qp) = st.qps.get_mut(&qpn) {
+            match qp.held_until {
+                Some(t) if Instant::now() < t => {
+                    st.mark_dirty(qpn);
+                    return false;
+                }
+                Some(_) => qp.held_until = None,
+                None => {}
+            }
+        }
         if st.qps.get(&qpn).is_some_and(|qp| qp.bell.family.is_some()) {
             return self.run_family_sq(st, qpn);
         }
