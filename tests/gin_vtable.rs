@@ -458,6 +458,14 @@ fn an_error_cqe_is_reported_and_waits_return_instead_of_hanging() {
         &["rank 0", &format!("peer {TARGET}"), "QP", "WQE index 0", &status, name],
         "the WARN names peer, QP, WQE index and syndrome",
     );
+    // What it means, and what the NIC counted, in the same line.
+    expect_warn(
+        OK,
+        OK,
+        &lines,
+        &[&status, "a remote access error: the peer's key, bounds or rights", "NIC counters: rust-gin-emu0: error_cqes "],
+        "the WARN says what the syndrome means and what the NIC counted",
+    );
 }
 
 /// The same test on DC: the error on a DCI names the rank whose WQE failed.

@@ -251,6 +251,7 @@ fn create_dci_command() {
         wq_umem_id: 0x1122_3344,
         dbr_umem_id: 0x5566_7788,
         dbr_offset: 0,
+        counter_set_id: 0,
     };
     let got = prm::create_dci(&args);
     let mut want = prm::create_qp(&args);
@@ -451,6 +452,7 @@ fn create_qp_command() {
         wq_umem_id: 0x1122_3344,
         dbr_umem_id: 0x5566_7788,
         dbr_offset: 0x40,
+        counter_set_id: 0x21,
     });
     let mut want = [0u8; 272];
     want[0..2].copy_from_slice(&[0x05, 0x00]); // opcode CREATE_QP
@@ -459,6 +461,7 @@ fn create_qp_command() {
     want[q + 2] = 0x18; // pm_state = MIGRATED
     want[q + 5..q + 8].copy_from_slice(&[0x12, 0x34, 0x56]); // pd
     want[q + 10] = 0x48; // log_sq_size 9 at bits 0x51..0x55
+    want[q + 12] = 0x21; // counter_set_id (bits 0x60..0x68)
     want[q + 13..q + 16].copy_from_slice(&[0x0a, 0xbc, 0xde]); // uar_page
     want[q + 125..q + 128].copy_from_slice(&[0x65, 0x43, 0x21]); // cqn_snd
     want[q + 167] = 0x40; // dbr_addr (bytes 160..168)
@@ -985,4 +988,34 @@ fn hw_dc_loopback_write_atomic() {
     assert_eq!(u64::from_ne_bytes(w), 15, "fetch-and-add through the DCT");
     assert!(sq.error().is_none(), "no error CQE: {:?}", sq.error());
     eprintln!("queue state: {:?}", sq.state());
+}
+
+#[test]
+fn queue_counter_commands() {
+    // mlx5_ifc.h: alloc_q_counter_in is 0x80 bits, opcode 0x771 first;
+    // query_q_counter_in is 0x100 bits, clear at bit 0xc0, counter_set_id in
+    // its last byte.
+    let mut want = [0u8; 16];
+    want[0..2].copy_from_slice(&[0x07, 0x71]);
+    assert_eq!(prm::alloc_q_counter(), want);
+    let mut want = [0u8; 32];
+    want[0..2].copy_from_slice(&[0x07, 0x73]);
+    want[31] = 0x21;
+    assert_eq!(prm::query_q_counter(0x21), want, "no clear: the counters keep counting for the next report");
+    // The output: local_ack_timeout_err at bit 0x300 (byte 96),
+    // out_of_sequence at 0x1c0 (byte 56), req_transport_retries_exceeded at
+    // 0x5a0 (byte 180), each a big-endian u32.
+    let mut out = [0u8; 256];
+    out[96..100].copy_from_slice(&7u32.to_be_bytes());
+    out[56..60].copy_from_slice(&2u32.to_be_bytes());
+    out[180..184].copy_from_slice(&0x0102_0304u32.to_be_bytes());
+    let got = prm::q_counters(&out);
+    let named = |n: &str| got.iter().find(|(k, _)| *k == n).map(|(_, v)| *v);
+    assert_eq!(named("local_ack_timeout_err"), Some(7));
+    assert_eq!(named("out_of_sequence"), Some(2));
+    assert_eq!(named("req_transport_retries_exceeded"), Some(0x0102_0304));
+    assert_eq!(got.iter().filter(|(_, v)| *v != 0).count(), 3);
+    let mut names: Vec<_> = got.iter().map(|(k, _)| *k).collect();
+    names.dedup();
+    assert_eq!(names.len(), prm::q_counter::COUNTERS.len(), "each counter once");
 }

@@ -297,7 +297,17 @@ unsafe extern "C" fn query_last_error(gin_ctx: *mut c_void, has_error: *mut bool
         if let Some((e, newly)) = ctx.last_error() {
             *he = true;
             if newly {
-                crate::warn_line!("rank {}: device-side error: {e}", ctx.coll.rank);
+                // What the NICs counted, in the same line: a lost peer shows
+                // as ACK timeouts, a bad key as remote access errors.
+                let counted: Vec<String> = ctx
+                    .coll
+                    .rails
+                    .iter()
+                    .filter_map(|n| n.error_counters().map(|c| format!("{}: {c}", n.info().name)))
+                    .collect();
+                let counted =
+                    if counted.is_empty() { String::new() } else { format!("; NIC counters: {}", counted.join("; ")) };
+                crate::warn_line!("rank {}: device-side error: {e}{counted}", ctx.coll.rank);
             }
         }
         Ok(())

@@ -508,4 +508,14 @@ impl Nic for EmuDevice {
     fn resources(&self) -> Option<crate::nic::NicResources> {
         Some(self.nic.resources())
     }
+    fn error_counters(&self) -> Option<String> {
+        let c = self.nic.counters();
+        Some(super::nonzero_counters([
+            ("error_cqes", c.error_cqes),
+            ("cq_overruns", c.cq_overruns),
+            ("packets_dropped", c.packets_dropped),
+            ("doorbell_dbr_mismatches", c.doorbell_dbr_mismatches),
+            ("doorbells_misdirected", c.doorbells_misdirected),
+        ]))
+    }
 }

@@ -173,6 +173,13 @@ pub trait Nic: Send + Sync {
     fn counters(&self) -> Option<CounterSnapshot> {
         None
     }
+    /// What the NIC itself counted that explains a failed queue, nonzero
+    /// error counters only ("local_ack_timeout_err 7, out_of_sequence 2"),
+    /// for the WARN of a device-side error: mlx5 reads its DevX queue-counter
+    /// set, the emulated NIC its own counters. None where there are none.
+    fn error_counters(&self) -> Option<String> {
+        None
+    }
     /// What this NIC holds now, where the provider counts it (the emulated
     /// NIC); None otherwise.
     fn resources(&self) -> Option<NicResources> {
@@ -306,4 +313,15 @@ pub(crate) fn check_dev(dev: usize, n: usize) -> Result<()> {
         return Err(Error::InvalidArgument(format!("device index {dev} out of range (this provider has {n})")));
     }
     Ok(())
+}
+
+/// "name value, ..." of the nonzero counters among `counters`, or "none
+/// nonzero".
+pub fn nonzero_counters<'a>(counters: impl IntoIterator<Item = (&'a str, u64)>) -> String {
+    let v: Vec<String> = counters.into_iter().filter(|(_, n)| *n != 0).map(|(k, n)| format!("{k} {n}")).collect();
+    if v.is_empty() {
+        "none nonzero".into()
+    } else {
+        v.join(", ")
+    }
 }

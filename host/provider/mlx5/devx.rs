@@ -182,6 +182,11 @@ impl Obj {
         Ok((Obj { platform: ctx.platform.clone(), handle, what }, out))
     }
 
+    /// Sends a query of the object; returns its output.
+    pub fn query(&self, ctx_name: &str, what: &str, input: &[u8], out: &mut [u8]) -> Result<()> {
+        self.platform.devx_obj_query(self.handle, input, out).map_err(|e| cmd_error(ctx_name, what, e, out))
+    }
+
     /// Sends a modify command (a QP state transition).
     pub fn modify(&self, ctx_name: &str, what: &str, input: &[u8]) -> Result<()> {
         let mut out = [0u8; prm::cmd_out::BYTES];

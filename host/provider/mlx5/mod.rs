@@ -19,6 +19,7 @@
 pub mod addr;
 mod dc;
 mod device;
+mod counters;
 mod devx;
 pub mod doorbell;
 pub mod mr;
@@ -118,7 +119,15 @@ impl Mlx5Provider {
             info.pci_path,
             memory.allocator().describe()
         );
-        let nic = Mlx5Nic { ctx, memory, eqn, info, dc_capable: Mutex::new(None), dc_avs: Mutex::default() };
+        // Optional: without a set the NIC works, its WARNs say less.
+        let counters = match counters::QueueCounters::alloc(&ctx) {
+            Ok(c) => Some(Arc::new(c)),
+            Err(e) => {
+                crate::info_line!(INIT, "{}: no queue-counter set, error reports will lack the NIC's counters: {e}", ctx.name);
+                None
+            }
+        };
+        let nic = Mlx5Nic { ctx, memory, eqn, info, counters, dc_capable: Mutex::new(None), dc_avs: Mutex::default() };
         let caps = nic.capabilities();
         crate::info_line!(INIT, "capabilities of {caps}");
         if let Some(why) = caps.atomics_unusable() {
@@ -164,6 +173,8 @@ pub struct Mlx5Nic {
     memory: qp::Memory,
     eqn: u32,
     info: NicInfo,
+    /// Every QP of this NIC counts into it (counters.rs).
+    counters: Option<Arc<counters::QueueCounters>>,
     /// The DC capability, asked once (QUERY_HCA_CAP) when DC is first used.
     dc_capable: Mutex<Option<std::result::Result<(), Error>>>,
     /// Address vectors by peer address: every context of a context set asks
@@ -208,12 +219,12 @@ impl Nic for Mlx5Nic {
     }
     fn create_qp(&self, log_depth: u32, traffic_class: u8, rings_in_device_memory: bool) -> Result<Box<dyn QueuePair>> {
         let rings = if rings_in_device_memory { RingHome::Device } else { RingHome::Host };
-        Ok(Box::new(qp::Mlx5Qp::create(&self.ctx, &self.memory, self.eqn, log_depth, traffic_class, rings)?))
+        Ok(Box::new(qp::Mlx5Qp::create(&self.ctx, &self.memory, self.eqn, log_depth, traffic_class, rings, self.counters.as_ref())?))
     }
     fn create_dci(&self, log_depth: u32, traffic_class: u8, rings_in_device_memory: bool) -> Result<Box<dyn QueuePair>> {
         self.check_dc()?;
         let rings = if rings_in_device_memory { RingHome::Device } else { RingHome::Host };
-        Ok(Box::new(qp::Mlx5Qp::create_dci(&self.ctx, &self.memory, self.eqn, log_depth, traffic_class, rings)?))
+        Ok(Box::new(qp::Mlx5Qp::create_dci(&self.ctx, &self.memory, self.eqn, log_depth, traffic_class, rings, self.counters.as_ref())?))
     }
     fn create_dct(&self, key: u64) -> Result<Box<dyn DcTarget>> {
         self.check_dc()?;
@@ -284,6 +295,12 @@ impl Nic for Mlx5Nic {
     }
     fn progress(&self) -> bool {
         false
+    }
+    fn error_counters(&self) -> Option<String> {
+        Some(match self.counters.as_ref()?.query() {
+            Ok(all) => super::nonzero_counters(all),
+            Err(e) => format!("unreadable ({e})"),
+        })
     }
     fn capabilities(&self) -> Capabilities {
         let c = &self.ctx;

@@ -211,6 +211,8 @@ pub trait Platform: Send + Sync {
     /// Sends a create command; `out` receives the command's output (also on failure).
     fn devx_obj_create(&self, ctx: Handle, input: &[u8], out: &mut [u8]) -> io::Result<Handle>;
     fn devx_obj_modify(&self, obj: Handle, input: &[u8], out: &mut [u8]) -> io::Result<()>;
+    /// Sends a query of the object (QUERY_Q_COUNTER).
+    fn devx_obj_query(&self, obj: Handle, input: &[u8], out: &mut [u8]) -> io::Result<()>;
     fn devx_obj_destroy(&self, obj: Handle) -> io::Result<()>;
     /// Sends a command that makes no object (QUERY_HCA_CAP);
     /// `out` receives its output (also on failure).
@@ -529,6 +531,19 @@ impl Platform for RdmaCore {
         // SAFETY: a live object; buffers of the lengths passed.
         rc_result(unsafe {
             mlx5dv::mlx5dv_devx_obj_modify(
+                ptr(obj),
+                input.as_ptr() as *const c_void,
+                input.len(),
+                out.as_mut_ptr() as *mut c_void,
+                out.len(),
+            )
+        })
+    }
+
+    fn devx_obj_query(&self, obj: Handle, input: &[u8], out: &mut [u8]) -> io::Result<()> {
+        // SAFETY: a live object; buffers of the lengths passed.
+        rc_result(unsafe {
+            mlx5dv::mlx5dv_devx_obj_query(
                 ptr(obj),
                 input.as_ptr() as *const c_void,
                 input.len(),

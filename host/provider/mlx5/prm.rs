@@ -105,6 +105,10 @@ pub mod opcode {
     /// it first (mlx5_ib devx.c devx_obj_cleanup -> mlx5_core_destroy_dct).
     pub const DRAIN_DCT: u64 = 0x712;
     pub const CREATE_RMP: u64 = 0x90c;
+    pub const ALLOC_Q_COUNTER: u64 = 0x771;
+    /// Sent by rdma-core when the DevX object is destroyed.
+    pub const DEALLOC_Q_COUNTER: u64 = 0x772;
+    pub const QUERY_Q_COUNTER: u64 = 0x773;
 }
 
 /// The header every command output starts with (`mlx5_ifc_*_out_bits`).
@@ -130,6 +134,7 @@ pub mod qpc {
     pub const NO_SQ: Field = f(0x050, 0x01);
     pub const LOG_SQ_SIZE: Field = f(0x051, 0x04);
     pub const TS_FORMAT: Field = f(0x058, 0x02);
+    pub const COUNTER_SET_ID: Field = f(0x060, 0x08);
     pub const UAR_PAGE: Field = f(0x068, 0x18);
     pub const USER_INDEX: Field = f(0x088, 0x18);
     pub const LOG_PAGE_SIZE: Field = f(0x0a3, 0x05);
@@ -431,6 +436,8 @@ pub struct QpArgs {
     pub dbr_umem_id: u32,
     /// Byte offset of the QP doorbell record (be32[2]) in its umem.
     pub dbr_offset: u64,
+    /// The queue counter set the QP counts into (0: the port's default).
+    pub counter_set_id: u32,
 }
 
 /// CREATE_QP: an RC QP in RESET with a send queue of 2^log_sq_size WQEBBs at
@@ -459,6 +466,7 @@ fn create_qp_of(a: &QpArgs, st: u64) -> [u8; create_qp_in::BYTES] {
     set(&mut b, qpc::PD.at(q), a.pdn.into());
     set(&mut b, qpc::LOG_SQ_SIZE.at(q), a.log_sq_size.into());
     set(&mut b, qpc::UAR_PAGE.at(q), a.uar_page.into());
+    set(&mut b, qpc::COUNTER_SET_ID.at(q), a.counter_set_id.into());
     set(&mut b, qpc::LOG_PAGE_SIZE.at(q), 0);
     set(&mut b, qpc::CQN_SND.at(q), a.cqn.into());
     set(&mut b, qpc::RQ_TYPE.at(q), qpc::RQ_TYPE_ZERO_SIZE_RQ);
@@ -739,4 +747,73 @@ pub fn rtr2rts(a: &RtsArgs) -> [u8; modify_qp_in::BYTES] {
 /// The status and syndrome of a command's output.
 pub fn status(out: &[u8]) -> (u8, u32) {
     (get(out, cmd_out::STATUS) as u8, get(out, cmd_out::SYNDROME) as u32)
+}
+
+/// Queue counters: `mlx5_ifc_alloc_q_counter_{in,out}_bits` and
+/// `mlx5_ifc_query_q_counter_{in,out}_bits`. A set is a DevX object (the
+/// kernel sends DEALLOC_Q_COUNTER when it is destroyed, and checks that a
+/// query names a set this process allocated).
+pub mod q_counter {
+    use super::{f, Field};
+    pub const ALLOC_IN_BYTES: usize = 0x80 / 8;
+    pub const OPCODE: Field = f(0x000, 0x10);
+    /// In ALLOC_Q_COUNTER's output.
+    pub const ALLOC_OUT_COUNTER_SET_ID: Field = f(0x058, 0x08);
+    pub const QUERY_IN_BYTES: usize = 0x100 / 8;
+    pub const QUERY_IN_CLEAR: Field = f(0x0c0, 0x01);
+    pub const QUERY_IN_COUNTER_SET_ID: Field = f(0x0f8, 0x08);
+    pub const QUERY_OUT_BYTES: usize = 0x800 / 8;
+    /// The 32-bit counters of QUERY_Q_COUNTER's output, by name and bit.
+    pub const COUNTERS: [(&str, usize); 29] = [
+        ("rx_write_requests", 0x080),
+        ("rx_read_requests", 0x0c0),
+        ("rx_atomic_requests", 0x100),
+        ("rx_dct_connect", 0x140),
+        ("out_of_buffer", 0x180),
+        ("out_of_sequence", 0x1c0),
+        ("duplicate_request", 0x200),
+        ("rnr_nak_retry_err", 0x240),
+        ("packet_seq_err", 0x280),
+        ("implied_nak_seq_err", 0x2c0),
+        ("local_ack_timeout_err", 0x300),
+        ("req_rnr_retries_exceeded", 0x380),
+        ("resp_local_length_error", 0x3c0),
+        ("req_local_length_error", 0x3e0),
+        ("resp_local_qp_error", 0x400),
+        ("local_operation_error", 0x420),
+        ("resp_local_protection", 0x440),
+        ("req_local_protection", 0x460),
+        ("resp_cqe_error", 0x480),
+        ("req_cqe_error", 0x4a0),
+        ("req_mw_binding", 0x4c0),
+        ("req_bad_response", 0x4e0),
+        ("req_remote_invalid_request", 0x500),
+        ("resp_remote_invalid_request", 0x520),
+        ("req_remote_access_errors", 0x540),
+        ("resp_remote_access_errors", 0x560),
+        ("req_remote_operation_errors", 0x580),
+        ("req_transport_retries_exceeded", 0x5a0),
+        ("cq_overflow", 0x5c0),
+    ];
+}
+
+/// ALLOC_Q_COUNTER.
+pub fn alloc_q_counter() -> [u8; q_counter::ALLOC_IN_BYTES] {
+    let mut b = [0u8; q_counter::ALLOC_IN_BYTES];
+    set(&mut b, q_counter::OPCODE, opcode::ALLOC_Q_COUNTER);
+    b
+}
+
+/// QUERY_Q_COUNTER of set `id`, without clearing it.
+pub fn query_q_counter(id: u32) -> [u8; q_counter::QUERY_IN_BYTES] {
+    let mut b = [0u8; q_counter::QUERY_IN_BYTES];
+    set(&mut b, q_counter::OPCODE, opcode::QUERY_Q_COUNTER);
+    set(&mut b, q_counter::QUERY_IN_CLEAR, 0);
+    set(&mut b, q_counter::QUERY_IN_COUNTER_SET_ID, id.into());
+    b
+}
+
+/// The counters of a QUERY_Q_COUNTER output, by name.
+pub fn q_counters(out: &[u8]) -> Vec<(&'static str, u64)> {
+    q_counter::COUNTERS.iter().map(|&(name, bit)| (name, get(out, f(bit, 0x20)))).collect()
 }

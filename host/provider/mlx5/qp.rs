@@ -7,6 +7,7 @@
 //! DC_WQE_SHIFT) and no remote: it goes to RTS when created.
 
 use super::addr::{self, GidType, LinkLayer, Mlx5Address};
+use super::counters::QueueCounters;
 use super::device::Context;
 use super::devx::{Obj, Uar, Umem};
 use super::platform::{AhAttr, DeviceMapping, GpuAccess};
@@ -85,6 +86,8 @@ pub(crate) struct Mlx5Qp {
     _umem_sq: Umem,
     uar: Arc<Uar>,
     mem: QueueMem,
+    /// The NIC's queue-counter set this QP counts into, freed after it.
+    _counters: Option<Arc<QueueCounters>>,
     ctx: Arc<Context>,
     qpn: u32,
     cqn: u32,
@@ -116,8 +119,9 @@ impl Mlx5Qp {
         log_depth: u32,
         traffic_class: u8,
         rings: RingHome,
+        counters: Option<&Arc<QueueCounters>>,
     ) -> Result<Mlx5Qp> {
-        Self::create_as(ctx, memory, eqn, log_depth, traffic_class, rings, QpKind::Rc)
+        Self::create_as(ctx, memory, eqn, log_depth, traffic_class, rings, QpKind::Rc, counters)
     }
 
     /// A DC initiator of 2^log_depth WQEs (twice the WQEBBs), in RTS:
@@ -129,6 +133,7 @@ impl Mlx5Qp {
         log_depth: u32,
         traffic_class: u8,
         rings: RingHome,
+        counters: Option<&Arc<QueueCounters>>,
     ) -> Result<Mlx5Qp> {
         let q = Self::create_as(
             ctx,
@@ -138,6 +143,7 @@ impl Mlx5Qp {
             traffic_class,
             rings,
             QpKind::Dci,
+            counters,
         )?;
         let what = |t: &str| format!("{t} of DC initiator {:#x}", q.qpn);
         q.qp.modify(&ctx.name, &what("RST2INIT"), &prm::rst2init_dci(q.qpn, ctx.port))?;
@@ -151,6 +157,7 @@ impl Mlx5Qp {
         Ok(q)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn create_as(
         ctx: &Arc<Context>,
         memory: &Memory,
@@ -159,6 +166,7 @@ impl Mlx5Qp {
         traffic_class: u8,
         rings: RingHome,
         kind: QpKind,
+        counters: Option<&Arc<QueueCounters>>,
     ) -> Result<Mlx5Qp> {
         let name = &ctx.name;
         let alloc = memory.allocator();
@@ -203,6 +211,7 @@ impl Mlx5Qp {
             wq_umem_id: umem_sq.id,
             dbr_umem_id: umem_dbr.id,
             dbr_offset: QP_DBREC_OFF as u64,
+            counter_set_id: counters.map_or(0, |c| c.id),
         };
         let (qp, out) = match kind {
             QpKind::Rc => Obj::create(ctx, "CREATE_QP", &prm::create_qp(&args))?,
@@ -234,6 +243,7 @@ impl Mlx5Qp {
             doorbell,
             uar,
             mem,
+            _counters: counters.cloned(),
             ctx: ctx.clone(),
             qpn,
             cqn,
