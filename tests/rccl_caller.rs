@@ -528,6 +528,56 @@ fn rccl_strong_signal_covers_every_workgroups_puts() {
     }
 }
 
+/// ncclGinBarrier over the world (NVIDIA/nccl's sync, restated in
+/// rccl_caller.cpp): every rank puts to every peer, then all four run the
+/// barrier three times on one session (the shadows count the rounds). When
+/// the first returns, each rank holds every peer's bytes: a peer's barrier
+/// signal travels behind its puts on the same queue. Seen failing: with the
+/// barrier's signal planted on context 1 (and its wait there), the skewed
+/// reruns (`rccl_cases_again_on_a_nic_that_skews_queues`) failed on the
+/// bytes.
+#[test]
+fn rccl_gin_barrier_orders_every_peers_puts_before_it_returns() {
+    const CHUNK: u64 = 16 * 1024;
+    // Not a THREAD coop: NCCL's loop signals the next peer only after the
+    // previous peer's signal arrived, so one thread per rank waits in a
+    // circle for more than two ranks (each thread of a larger coop takes
+    // one peer at once).
+    for (kind, name) in &KINDS[1..] {
+        let (kind, name) = (*kind, *name);
+        let r = Rccl::new(128);
+        workgroups(&r, kind, N, |who| {
+            // THREAD coops: lane 0 is the rank's one caller.
+            if who.poster != 0 {
+                return;
+            }
+            let rank = who.wg;
+            let off = rank as u64 * CHUNK;
+            for p in (0..N).filter(|&p| p != rank) {
+                // SAFETY: the harness over live handles and windows.
+                unsafe {
+                    dev::rust_gin_rccl_put(r.comm(rank), 0, who.coop, p as i32, r.win(p, DST), off, r.win(rank, SRC), off, CHUNK, NONE, -1, 0)
+                };
+            }
+            for round in 0..3 {
+                // SAFETY: as above.
+                let s = unsafe { dev::rust_gin_rccl_gin_barrier(r.comm(rank), 0, who.coop, 32, 0) };
+                waited(&format!("{name}: rank {rank}: ncclGinBarrier round {round}"), s);
+                if round == 0 {
+                    for p in (0..N).filter(|&p| p != rank) {
+                        let at = p * CHUNK as usize;
+                        assert!(
+                            r.w.dst_bytes(rank, at, CHUNK as usize) == r.w.src_bytes(p, at, CHUNK as usize),
+                            "{name}: rank {rank} left the barrier without rank {p}'s put"
+                        );
+                    }
+                }
+            }
+        });
+        r.no_device_error();
+    }
+}
+
 /// Weak signals (ncclGin_WeakSignalInc) and signal(): counted exactly, and
 /// the bundled put's data is there when its own signal is.
 #[test]
@@ -690,7 +740,7 @@ fn rccl_waits_honour_the_abort_flag_within_a_bound() {
     r.no_device_error();
 }
 
-const CASES: [&str; 9] = [
+const CASES: [&str; 10] = [
     "rccl_puts_signals_and_counters_from_thread_coops",
     "rccl_thread_sharing_posts_on_owned_queues",
     "rccl_puts_signals_and_counters_from_wave_coops",
@@ -698,6 +748,7 @@ const CASES: [&str; 9] = [
     "rccl_put_values_and_shadow_waits",
     "rccl_gets_flushes_and_async_flushes",
     "rccl_strong_signal_covers_every_workgroups_puts",
+    "rccl_gin_barrier_orders_every_peers_puts_before_it_returns",
     "rccl_weak_signals_and_signal_only_calls",
     "rccl_counters_under_reset_and_narrow_waits",
 ];

@@ -521,6 +521,49 @@ int rust_gin_rccl_wait_signal_follow_shadow(const rust_gin_rccl_comm* comm, uint
   return aborted ? RUST_GIN_RCCL_LEFT_BY_ABORT : ncclSuccess;
 }
 
+// ncclGinBarrierSession<Coop>::sync over a team of the whole world, as
+// NVIDIA/nccl implements it (src/include/nccl_device/impl/gin_barrier__funcs.h
+// at 51c58fd6, sync()): the pinned RCCL declares the session and
+// ncclGinBarrier (nccl_device/gin_barrier.h:48-101) but its snapshot holds no
+// implementation file, and RCCL syncs this one from NCCL. The session's
+// signals are handle.signal0 + index * nRanks (its constructor); each thread
+// of the coop takes a share of the peers, rotating from rank + 1 to avoid hot
+// spots: signal(peer, SignalInc{signal + rank}) as one thread with the
+// default strength, bump the shadow of the peer's signal, and wait for the
+// peer's signal to reach it (32 bits, acquire).
+int rust_gin_rccl_gin_barrier(const rust_gin_rccl_comm* comm, uint32_t context, rust_gin_rccl_coop c,
+                              uint32_t signal0, uint32_t index) {
+  Method m;
+  Gin gin(*comm, static_cast<int>(context));
+  Coop coop{c};
+  const int n = comm->n_ranks;
+  const int rank = comm->rank;
+  const uint32_t signal = signal0 + index * static_cast<uint32_t>(n);
+  int ret = ncclSuccess;
+  bool aborted = false;
+  coop.sync();
+  for (int i = coop.thread_rank(); i < n - 1; i += coop.size()) {
+    int peer = 1 + rank + i;
+    if (n <= peer) peer -= n;
+    rust_gin_rccl_action inc{};
+    inc.kind = RUST_GIN_RCCL_ACTION_SIGNAL_INC;
+    inc.signal = signal + static_cast<uint32_t>(rank);
+    ncclGinCall<ncclGinApi_Put>(gin._makeCtx(), CoopThread(), peer, /*hasWins=*/false, nullptr, 0, nullptr, 0, 0,
+                                gin.descriptor(inc), Gin::signalOp(inc), Gin::signalOpArg(inc),
+                                /*hasCounter=*/false, 0, false, nullptr, cuda::thread_scope_device,
+                                cuda::thread_scope_thread, 0u);
+    // getSignalShadowPtr: the shadow's low 32 bits, bumped by this thread.
+    uint32_t* shadow = reinterpret_cast<uint32_t*>(gin._signalShadows + signal + peer);
+    const uint32_t waitVal = ++*shadow;
+    const ncclGinOffsetPtr sig = ncclGinCall<ncclGinApi_GetSignalPtr>(gin._makeCtx(), signal + peer);
+    const int r = waitRollingLessEq<false>(sig, waitVal, 32, cuda::memory_order_acquire, comm->abort_flag, 0,
+                                           &aborted, signalProgress(gin._makeCtx(), signal + peer));  // PATCH
+    if (r != ncclSuccess) ret = r;
+  }
+  coop.sync();
+  return aborted ? RUST_GIN_RCCL_LEFT_BY_ABORT : ret;
+}
+
 // ncclGin::increaseSignalShadow (F:908): a workgroup-scope relaxed add.
 void rust_gin_rccl_increase_signal_shadow(const rust_gin_rccl_comm* comm, uint32_t context, uint32_t signal,
                                           uint64_t delta) {
