@@ -102,6 +102,8 @@ pub struct Config {
     pub emu_ionic_abi: u16,
     /// What a NIC firmware below the known-needed versions does.
     pub fw_check: crate::nic::gates::FwCheck,
+    /// bnxt_re: one doorbell per WQE, or one per published batch of a peer.
+    pub bnxt_doorbell: crate::nic::quirks::BnxtDoorbell,
     pub nic_filter: Option<String>,
     pub ib_port: u8,
     pub gid_index: i32,
@@ -146,6 +148,7 @@ impl Default for Config {
             emu_family: crate::nic::NicFamily::Mlx5,
             emu_ionic_abi: 2,
             fw_check: crate::nic::gates::FwCheck::Warn,
+            bnxt_doorbell: crate::nic::quirks::BnxtDoorbell::PerWqe,
             nic_filter: None,
             ib_port: 1,
             gid_index: -1,
@@ -180,6 +183,7 @@ pub const KNOBS: &[(&str, &str, &str)] = &[
     ("RCCL_RUST_GIN_EMU_FAMILY", "mlx5", "emu only: the NIC family the emulated NIC presents: mlx5 (ConnectX WQEs, doorbell records, 64-byte CQEs), bnxt_re (Thor2: 128-byte static-mode WQEs, MSN table) or ionic (Pollara: 64-byte WQEs, colour bits); the GIN operations post that family's bytes (docs/nic-families.md)"),
     ("RCCL_RUST_GIN_EMU_IONIC_ABI", "2", "emu only, with `RCCL_RUST_GIN_EMU_FAMILY=ionic`: the firmware WQE ABI version the emulated Pollara presents, 0 to 255; its queues decode opcodes with that version's table. createContext writes version 1 or 2 as the NIC says and refuses any other (docs/nic-families.md, \"Firmware and ABI gates\")"),
     ("RCCL_RUST_GIN_FW_CHECK", "warn", "bnxt_re and ionic: what a NIC firmware older than the versions known to be needed does (Thor2 237.1.137 or 235.2.86, AINIC 1.117.5-a-45; mori#471): warn (a WARN line naming the firmware, then go on), refuse (open fails with ncclSystemError) or off (no check); docs/nic-families.md, \"Firmware and ABI gates\""),
+    ("RCCL_RUST_GIN_BNXT_DOORBELL", "wqe", "bnxt_re (and the emulated bnxt_re NIC): wqe (one doorbell per WQE) or peer (one per published batch of a peer's queue). Reports conflict: batched doorbells hung a Thor2 (torchcomms#2714), per-peer groups reached ~98 % of 400G (mori#421); docs/nic-families.md, \"Field quirks as policies\""),
     ("RCCL_RUST_GIN_NIC", "(all mlx5 devices)", "mlx5 only: comma-separated device names to use"),
     ("RCCL_RUST_GIN_IB_PORT", "1", "mlx5 only: port number"),
     ("RCCL_RUST_GIN_GID_INDEX", "-1", "mlx5 only: GID index for RoCE; -1 picks a RoCE v2 IPv4-mapped GID"),
@@ -286,6 +290,9 @@ impl Config {
                 "off" => crate::nic::gates::FwCheck::Off,
                 _ => return Err(Error::InvalidArgument(format!("RCCL_RUST_GIN_FW_CHECK={v:?}: use warn, refuse or off"))),
             };
+        }
+        if let Some(v) = get(crate::nic::quirks::BnxtDoorbell::KNOB) {
+            c.bnxt_doorbell = crate::nic::quirks::BnxtDoorbell::parse(&v)?;
         }
         if let Some(v) = get("RCCL_RUST_GIN_EMU_PROGRESS") {
             c.emu_progress = match v.as_str() {

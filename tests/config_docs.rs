@@ -69,6 +69,7 @@ fn spec(name: &str) -> Option<Spec> {
         "RCCL_RUST_GIN_EMU_FAULT" => ("collapsed-cq", || at_load("RCCL_RUST_GIN_EMU_FAULT", "flaky")),
         "RCCL_RUST_GIN_SELF_TEST" => ("off", || at_load("RCCL_RUST_GIN_SELF_TEST", "maybe")),
         "RCCL_RUST_GIN_EMU_QP_SKEW" => ("revmod3:50000", || at_load("RCCL_RUST_GIN_EMU_QP_SKEW", "mod1:50")),
+        "RCCL_RUST_GIN_BNXT_DOORBELL" => ("peer", || at_load("RCCL_RUST_GIN_BNXT_DOORBELL", "batch")),
         "RCCL_RUST_GIN_NIC" => ("mlx5_1", || {
             let c = load("RCCL_RUST_GIN_NIC", "mlx5_does_not_exist")?;
             rccl_rust_gin::provider::mlx5::Mlx5Provider::probe(&c).map(drop)

@@ -166,7 +166,9 @@ fn random_request(g: &mut Rng) -> rust_gin_mlx5_request {
 /// The bytes the bnxt_re twin encodes for `r` (signalled: `sig`).
 fn bnxt_expected(r: &rust_gin_mlx5_request, sig: bool) -> [u8; bw::WQE3_BYTES] {
     let mut f = if sig { bw::flags::SIGNALED } else { 0 };
-    if r.flags & RUST_GIN_REQ_FENCE as u8 != 0 {
+    // Every atomic is fenced: at most one outstanding (bnxt/family.h).
+    let atomic = r.opcode == opcode::ATOMIC_FA || r.opcode == opcode::ATOMIC_CS;
+    if r.flags & RUST_GIN_REQ_FENCE as u8 != 0 || atomic {
         f |= bw::flags::UC_FENCE;
     } else if r.flags & RUST_GIN_REQ_SMALL_FENCE as u8 != 0 {
         f |= bw::flags::RD_FENCE;
@@ -239,6 +241,9 @@ fn ionic_expected(r: &rust_gin_mlx5_request, idx: u16, color: u32, sig: bool) ->
 /// One NIC family as the test drives it.
 trait Family {
     const WQE_STRIDE: usize;
+    /// Whether the family rings once per WQE unless the descriptor's
+    /// doorbell_group asks for one per batch (bnxt_re's policy).
+    const DOORBELL_PER_WQE: bool;
     fn post(q: &rust_gin_nic_sq, reqs: &[rust_gin_mlx5_request]) -> i32;
     fn poll(q: &rust_gin_nic_sq) -> i32;
     /// The WQE bytes at index `i` (free-running), as the twin encodes them.
@@ -255,6 +260,7 @@ trait Family {
 struct Bnxt;
 impl Family for Bnxt {
     const WQE_STRIDE: usize = (bw::STATIC_WQE_SLOTS as usize) * bw::SLOT_BYTES;
+    const DOORBELL_PER_WQE: bool = true;
     fn post(q: &rust_gin_nic_sq, reqs: &[rust_gin_mlx5_request]) -> i32 {
         // SAFETY: the descriptor and everything it names outlive the call.
         unsafe { rust_gin_bnxt_post(q, reqs.as_ptr(), reqs.len() as u32) }
@@ -292,6 +298,7 @@ impl Family for Bnxt {
 struct Ionic;
 impl Family for Ionic {
     const WQE_STRIDE: usize = iw::WQE_BYTES;
+    const DOORBELL_PER_WQE: bool = false;
     fn post(q: &rust_gin_nic_sq, reqs: &[rust_gin_mlx5_request]) -> i32 {
         // SAFETY: the descriptor and everything it names outlive the call.
         unsafe { rust_gin_ionic_post(q, reqs.as_ptr(), reqs.len() as u32) }
@@ -328,8 +335,11 @@ impl Family for Ionic {
 
 /// Posts 3 x 16 random requests in batches, completing them by hand, and
 /// checks every WQE, every doorbell, the credit and the CQ doorbells.
-fn posts_and_completes<F: Family>(seed: u64) {
-    let q = Queue::new(F::WQE_STRIDE);
+fn posts_and_completes<F: Family>(seed: u64, doorbell_group: u32) {
+    let mut q = Queue::new(F::WQE_STRIDE);
+    q.desc.doorbell_group = doorbell_group;
+    let per_wqe = F::DOORBELL_PER_WQE && doorbell_group == 0;
+    let mut doorbells = 0u64;
     let mut g = Rng(seed);
     let depth = 1u64 << LOG_WQE;
     let mut pi = 0u64;
@@ -352,10 +362,17 @@ fn posts_and_completes<F: Family>(seed: u64) {
                 let want = F::expected(&reqs[(k + j) as usize], i, j + 1 == *b);
                 assert_eq!(got, want, "round {round}, WQE {i} (slot {slot}): {:?}", reqs[(k + j) as usize]);
             }
+            // bnxt_re by default: a doorbell naming each WQE in turn;
+            // otherwise one per batch.
+            let firsts = if per_wqe { 1..=*b } else { *b..=*b };
+            for j in firsts {
+                expect_rings.push((q.sq_db, F::sq_doorbell(pi + k + j)));
+            }
             k += b;
-            expect_rings.push((q.sq_db, F::sq_doorbell(pi + k)));
         }
-        assert_eq!(q.take_rings(), expect_rings, "round {round}: one doorbell per batch, in order");
+        doorbells += expect_rings.len() as u64;
+        assert_eq!(q.take_rings(), expect_rings, "round {round}: doorbells (per WQE: {per_wqe}), in order");
+        assert_eq!(q.state.doorbells, doorbells, "round {round}: the doorbell count");
         pi += n;
         assert_eq!(q.state.ready, pi);
         assert_eq!(q.state.rung, pi);
@@ -413,14 +430,14 @@ fn refuses_what_it_cannot_encode<F: Family>() {
 #[test]
 fn bnxt_posts_the_twins_bytes_and_rings_its_doorbell_across_wraps() {
     for seed in [1, 0x9e37_79b9_7f4a_7c15, 42] {
-        posts_and_completes::<Bnxt>(seed);
+        posts_and_completes::<Bnxt>(seed, 0);
     }
 }
 
 #[test]
 fn ionic_posts_the_twins_bytes_and_rings_its_doorbell_across_wraps() {
     for seed in [1, 0x9e37_79b9_7f4a_7c15, 42] {
-        posts_and_completes::<Ionic>(seed);
+        posts_and_completes::<Ionic>(seed, 0);
     }
 }
 
@@ -432,4 +449,109 @@ fn bnxt_refuses_what_it_cannot_encode() {
 #[test]
 fn ionic_refuses_what_it_cannot_encode() {
     refuses_what_it_cannot_encode::<Ionic>();
+}
+
+// ---------------------------------------------------------------------------
+// Field quirks as policies (docs/nic-families.md, "Field quirks as policies")
+// ---------------------------------------------------------------------------
+
+/// bnxt_re rings one doorbell per WQE by default (batched doorbells hung a
+/// Thor2, torchcomms#2714): a doorbell naming each WQE in turn. With
+/// doorbell_group 1 (RCCL_RUST_GIN_BNXT_DOORBELL=peer, mori#421) it rings
+/// once per batch; ionic ignores the field. Checked by hand (2026-12-06):
+/// with bnxt's kDoorbellPerWqe false the default run fails at round 0
+/// ("doorbells (per WQE: true)": one doorbell where two were due).
+#[test]
+fn bnxt_rings_per_wqe_by_default_and_per_batch_when_grouped() {
+    posts_and_completes::<Bnxt>(7, 0);
+    posts_and_completes::<Bnxt>(7, 1);
+    posts_and_completes::<Ionic>(7, 1);
+}
+
+/// bnxt_re: at most one atomic outstanding per QP (torchcomms#2714,
+/// mori#421): every atomic WQE carries UC_FENCE (IBV_SEND_FENCE) whatever
+/// the request asked, so the NIC starts it only after every earlier READ
+/// and atomic completed; WRITEs and READs stay unfenced. Checked by hand
+/// (2026-12-06): with bnxt::kFenceAtomics false this fails on the first
+/// fetch-and-add (and the random streams above fail on their atomics).
+#[test]
+fn bnxt_fences_every_atomic() {
+    let q = Queue::new(Bnxt::WQE_STRIDE);
+    let r = |op: u8, length: u32| rust_gin_mlx5_request { opcode: op, length, lkey: 1, rkey: 2, laddr: 64, raddr: 128, ..Default::default() };
+    let reqs = [r(opcode::ATOMIC_FA, 8), r(opcode::RDMA_WRITE, 64), r(opcode::ATOMIC_CS, 8), r(opcode::RDMA_READ, 64)];
+    assert_eq!(Bnxt::post(&q.desc, &reqs), RUST_GIN_OK as i32);
+    for (i, req) in reqs.iter().enumerate() {
+        let flags = q.ring.bytes(i * Bnxt::WQE_STRIDE + 1, 1)[0];
+        let atomic = req.opcode == opcode::ATOMIC_FA || req.opcode == opcode::ATOMIC_CS;
+        assert_eq!(flags & bw::flags::UC_FENCE != 0, atomic, "WQE {i} ({:#x}): flags {flags:#x}", req.opcode);
+    }
+}
+
+/// Doorbells are serialised (ionic's GDA mode needs them in order, and
+/// torchcomms#3116 saw Pollara drop concurrent doorbell stores): however
+/// many producers post at once, only the holder of the queue's ring lock
+/// rings, so no two doorbell stores ever overlap and the indices they name
+/// never go backwards. The host doorbell here lingers inside each store to
+/// widen the window. Checked by hand (2026-12-06): with the ring lock taken
+/// out of SendQueue::ring this fails with overlapping stores.
+fn doorbells_are_serialised<F: Family>() {
+    use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+    struct Watch {
+        inside: AtomicU32,
+        overlaps: AtomicU32,
+        values: Mutex<Vec<u64>>,
+        sq_db: AtomicU64,
+    }
+    extern "C" fn slow_ring(ctx: *const c_void, reg: *mut u64, value: u64) {
+        // SAFETY: ctx is the test's Watch, alive for the test.
+        let w = unsafe { &*(ctx as *const Watch) };
+        if w.inside.fetch_add(1, Ordering::SeqCst) != 0 {
+            w.overlaps.fetch_add(1, Ordering::SeqCst);
+        }
+        std::thread::sleep(std::time::Duration::from_micros(200));
+        if reg as u64 == w.sq_db.load(Ordering::Relaxed) {
+            w.values.lock().unwrap().push(value);
+        }
+        w.inside.fetch_sub(1, Ordering::SeqCst);
+    }
+    let mut q = Queue::new(F::WQE_STRIDE);
+    let watch = Box::new(Watch {
+        inside: AtomicU32::new(0),
+        overlaps: AtomicU32::new(0),
+        values: Mutex::new(Vec::new()),
+        sq_db: AtomicU64::new(q.sq_db),
+    });
+    let host = Box::new(rust_gin_host_doorbell { ring: Some(slow_ring), record: None, ctx: &*watch as *const Watch as *const c_void });
+    q.desc.host_doorbell = &*host as *const rust_gin_host_doorbell as u64;
+    // 5 producers x 3 single-WQE posts: 15 WQEs, within one ring (ionic
+    // keeps one free), so nobody waits for credit.
+    let w = rust_gin_mlx5_request { opcode: opcode::RDMA_WRITE, length: 8, lkey: 1, rkey: 2, laddr: 64, raddr: 128, ..Default::default() };
+    let desc = q.desc;
+    std::thread::scope(|s| {
+        for _ in 0..5 {
+            s.spawn(move || {
+                for _ in 0..3 {
+                    assert_eq!(F::post(&desc, &[w]), RUST_GIN_OK as i32);
+                }
+            });
+        }
+    });
+    assert_eq!(watch.overlaps.load(Ordering::SeqCst), 0, "two doorbell stores overlapped");
+    let values = watch.values.lock().unwrap().clone();
+    assert!(!values.is_empty());
+    // Each doorbell names a later producer index than the one before.
+    let index_of = |v: u64| (0..=15u64).find(|pi| F::sq_doorbell(*pi) == v).expect("a doorbell value of this queue");
+    let pis: Vec<u64> = values.iter().map(|v| index_of(*v)).collect();
+    assert!(pis.windows(2).all(|p| p[0] < p[1]), "doorbells went backwards: {pis:?}");
+    assert_eq!(pis.last(), Some(&15), "the last doorbell names every WQE");
+}
+
+#[test]
+fn ionic_doorbells_are_serialised() {
+    doorbells_are_serialised::<Ionic>();
+}
+
+#[test]
+fn bnxt_doorbells_are_serialised() {
+    doorbells_are_serialised::<Bnxt>();
 }

@@ -458,3 +458,42 @@ fn an_emulated_family_nic_reports_the_hardware_limits() {
         }
     }
 }
+
+/// bnxt_re rings once per WQE by default and once per batch with
+/// doorbell_group 1 (RCCL_RUST_GIN_BNXT_DOORBELL=peer); ionic once per
+/// batch: what the emulated NIC counts (host/nic/counters.rs), with every
+/// WQE executed either way. Checked by hand (2026-12-06): with bnxt's
+/// kDoorbellPerWqe false the default run counts 10 doorbells, not 30.
+#[test]
+fn the_nic_counts_a_doorbell_per_bnxt_wqe_unless_grouped() {
+    for (kind, group, want) in [(Kind::Bnxt, 0u32, 30u64), (Kind::Bnxt, 1, 10), (Kind::Ionic, 0, 10)] {
+        let mut b = Bed::new(kind);
+        if let Queue::Family(d, _) = &mut b.q {
+            d.doorbell_group = group;
+        }
+        let before = b.nic.counters().doorbells;
+        for k in 0..10u64 {
+            let batch: Vec<_> = (0..3).map(|j| write_inline(&b, 8 * (3 * k + j), 0x5a00 + 3 * k + j, 8)).collect();
+            assert_eq!(b.post(&batch), RUST_GIN_OK as i32);
+            assert_eq!(b.drain(), RUST_GIN_OK as i32);
+        }
+        assert_eq!(b.nic.counters().doorbells - before, want, "{kind:?}, doorbell_group {group}");
+        assert_eq!(b.state().doorbells, want, "{kind:?}: the producer's own count");
+        for i in 0..30u64 {
+            assert_eq!(b.buf.read_pod::<u64>(8 * i as usize), 0x5a00 + i, "{kind:?}: WRITE {i} landed");
+        }
+    }
+}
+
+/// bnxt_re moves at most 16 MiB per WQE (torchcomms#2714, mori#421): the
+/// emulated Thor2 fails a larger WQE with BNXT_RE_REQ_ST_LOC_LEN, as the
+/// NIC would; the GIN operations split larger puts and gets so that none is
+/// posted (tests/signal_slots.rs, a_put_larger_than_one_bnxt_wqe_lands_whole).
+#[test]
+fn a_bnxt_wqe_over_16_mib_fails_with_a_length_error() {
+    let b = Bed::new(Kind::Bnxt);
+    let big = rdma(&b, opcode::RDMA_WRITE, SOURCE, 0, (16 << 20) + 1);
+    assert_eq!(b.post(&[big]), RUST_GIN_OK as i32);
+    assert_eq!(b.drain(), RUST_GIN_ERR_CQE as i32);
+    assert_eq!(b.error().syndrome, 0x02, "BNXT_RE_REQ_ST_LOC_LEN");
+}

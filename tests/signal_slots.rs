@@ -248,6 +248,60 @@ fn the_same_cases_on_bnxt_re_and_ionic() {
             "a_reset_racing_updates_in_flight_loses_none",
             "a_signal_wait_that_nothing_satisfies_times_out",
             "va_signals_are_refused_with_the_reason",
+            "a_put_larger_than_one_bnxt_wqe_lands_whole",
         ],
     );
+}
+
+/// The tickets (WQEs) the send queue of context `c` towards `peer` handed
+/// out: a bnxt_re or ionic context's (rust_gin_nic_peer) queue state.
+fn nic_tickets(h: *const c_void, c: u32, peer: u32) -> u64 {
+    let x = context(h, c);
+    // SAFETY: a family context's peer array and the queue state its
+    // descriptor names (host memory of the emulated NIC).
+    unsafe {
+        let d = &*((x.peers as *const rust_gin_nic_peer).add(peer as usize));
+        (*(d.sq.state as *const AtomicU64)).load(Ordering::Acquire) // resv, the state's first word
+    }
+}
+
+/// A put larger than one bnxt_re WQE (16 MiB, a field quirk:
+/// torchcomms#2714, mori#421) lands whole, every byte, on every family;
+/// on bnxt_re as 16 + 16 + 8 MiB WQEs (and the signal's), since the
+/// emulated Thor2 fails a larger WQE with a length error
+/// (tests/emu_families.rs). Checked by hand (2026-12-06): with bnxt's
+/// kMaxWqeBytes at 1 GiB the bnxt_re rerun fails with that error.
+#[test]
+fn a_put_larger_than_one_bnxt_wqe_lands_whole() {
+    const BYTES: usize = (40 << 20) + 3;
+    let p = write_mode_plugin();
+    ranks(2, false, |me, c, sync| {
+        let src = register(p, c.r.coll, BYTES);
+        let dst = register(p, c.r.coll, BYTES);
+        let data: Vec<u8> = (0..BYTES).map(|i| pattern(me, i)).collect();
+        src.buf.try_write(0, &data).unwrap();
+        sync();
+        let peer = 1 - me as u32;
+        let bnxt = family_asked() == Some(RUST_GIN_FAMILY_BNXT);
+        let before = if bnxt { nic_tickets(c.h, 0, peer) } else { 0 };
+        // SAFETY (device calls): a live handle and windows.
+        unsafe {
+            assert_eq!(dev::rust_gin_put(c.h, 0, peer, dst.gh, 0, src.gh, 0, BYTES as u64, signal(1, 1), 0, 0, 0), 0);
+            assert_eq!(dev::rust_gin_signal_wait(c.h, 0, 1, 1, std::ptr::null(), 0), 0);
+        }
+        if bnxt {
+            assert_eq!(nic_tickets(c.h, 0, peer) - before, 4, "rank {me}: three data WQEs of at most 16 MiB, then the signal");
+        }
+        let mut got = vec![0u8; BYTES];
+        dst.buf.read(0, &mut got);
+        let from = 1 - me;
+        if let Some(i) = (0..BYTES).find(|&i| got[i] != pattern(from, i)) {
+            panic!("rank {me}: byte {i} of the put from rank {from} is {:#x}, expected {:#x}", got[i], pattern(from, i));
+        }
+        sync();
+        for w in [&dst, &src] {
+            // SAFETY: valid tokens; nobody reads them any more.
+            assert_eq!(unsafe { (p.v.dereg_mr_sym.unwrap())(c.r.coll, w.mh) }, OK, "deregMrSym");
+        }
+    });
 }

@@ -196,17 +196,17 @@ RG_INLINE int put_on(const Ctx& x, uint32_t peer, const void* dst_window, uint64
     // All but the last chunk of a put larger than one WQE may move. Lanes
     // with such a put take this loop (of a different length each); the
     // others wait at the region's end.
-    wave::Region big(bytes > kMaxChunk);
-    while (big && bytes - done_bytes > kMaxChunk) {
+    wave::Region big(bytes > max_chunk<F>());
+    while (big && bytes - done_bytes > max_chunk<F>()) {
       Request w = {};
       w.opcode = OP_RDMA_WRITE;
-      w.length = static_cast<uint32_t>(kMaxChunk);
+      w.length = static_cast<uint32_t>(max_chunk<F>());
       w.lkey = local_key(x, src);
       w.laddr = src->local_base + src_off + done_bytes;
       w.raddr = remote(x, dst_window, peer).base + dst_off + done_bytes;
       w.rkey = remote(x, dst_window, peer).rkey;
       if ((s = post<F, kExclusive>(x, peer, w, flags & ~RUST_GIN_FLAG_AGGREGATE))) break;  // isa-path: put.big
-      done_bytes += kMaxChunk;
+      done_bytes += max_chunk<F>();
     }
   }
   if (s) return s;
@@ -302,10 +302,10 @@ RG_INLINE int get_on(const Ctx& x, uint32_t peer, const void* remote_window, uin
   uint64_t off = 0;
   {
     // All but the last chunk of a get larger than one WQE, as in rust_gin_put.
-    wave::Region big(bytes > kMaxChunk);
-    while (big && bytes - off > kMaxChunk) {
-      if ((s = post<F, kExclusive>(x, peer, read(off, kMaxChunk), flags & ~RUST_GIN_FLAG_AGGREGATE))) break;  // isa-path: get.big
-      off += kMaxChunk;
+    wave::Region big(bytes > max_chunk<F>());
+    while (big && bytes - off > max_chunk<F>()) {
+      if ((s = post<F, kExclusive>(x, peer, read(off, max_chunk<F>()), flags & ~RUST_GIN_FLAG_AGGREGATE))) break;  // isa-path: get.big
+      off += max_chunk<F>();
     }
   }
   if (s) return s;

@@ -21,6 +21,8 @@ pub struct EmuFamilyQp {
     /// ionic: the firmware WQE ABI version the NIC presents, as the
     /// descriptor names it (0 for bnxt_re).
     pub wqe_abi: u32,
+    /// bnxt_re: the descriptor's doorbell grouping (0: a doorbell per WQE).
+    pub doorbell_group: u32,
     pub sq: GpuBuf,
     pub cq: GpuBuf,
     pub state: GpuBuf,
@@ -56,7 +58,7 @@ impl EmuFamilyQp {
         let qpn = unsafe { nic.create_family_qp(spec)? };
         let doorbell = nic.host_doorbell(qpn)?;
         let path_mtu = if msn > 0 { nic.mtu() as u32 } else { 0 };
-        Ok(EmuFamilyQp { nic: nic.clone(), format, qpn, cqn, page, log_wqe_cnt, path_mtu, wqe_abi, sq, cq, state, doorbell })
+        Ok(EmuFamilyQp { nic: nic.clone(), format, qpn, cqn, page, log_wqe_cnt, path_mtu, wqe_abi, doorbell_group: 0, sq, cq, state, doorbell })
     }
 
     /// INIT -> RTR (towards `remote`) -> RTS.
@@ -87,6 +89,7 @@ impl EmuFamilyQp {
             host_doorbell: self.doorbell.addr(),
             path_mtu: self.path_mtu,
             wqe_abi: self.wqe_abi,
+            doorbell_group: self.doorbell_group,
             ..Default::default()
         }
     }

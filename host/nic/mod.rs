@@ -10,6 +10,7 @@ pub mod completion;
 pub mod counters;
 pub mod fault;
 pub mod gates;
+pub mod quirks;
 
 pub use access::Access;
 pub use counters::{CounterSnapshot, Counters};

@@ -380,6 +380,8 @@ pub(crate) struct DvContext {
     pub attr: DeviceAttr,
     pub port_attr: PortAttr,
     pub pci_path: String,
+    /// bnxt_re's doorbell grouping (crate::nic::quirks).
+    pub bnxt_doorbell: crate::nic::quirks::BnxtDoorbell,
 }
 
 fn sys(what: String) -> impl FnOnce(io::Error) -> Error {
@@ -431,6 +433,7 @@ impl DvContext {
             attr,
             port_attr: pa,
             pci_path: platform.pci_path(name),
+            bnxt_doorbell: config.bnxt_doorbell,
         })
     }
 
@@ -720,7 +723,10 @@ impl NicQp {
             flush_rkey: 0,
             flush_raddr: 0,
             wqe_abi: p.wqe_abi,
-            rsvd0: 0,
+            doorbell_group: match self.ctx.family {
+                Family::Bnxt => self.ctx.bnxt_doorbell.descriptor_value(),
+                _ => 0,
+            },
         }
     }
 }

@@ -111,6 +111,7 @@ pub struct EmuProvider {
     ionic_abi: u16,
     fault: Option<crate::nic::PlantedFault>,
     qp_skew: Option<crate::nic::QpSkew>,
+    bnxt_doorbell: crate::nic::quirks::BnxtDoorbell,
 }
 
 impl EmuProvider {
@@ -131,6 +132,7 @@ impl EmuProvider {
             ionic_abi: config.emu_ionic_abi,
             fault: config.emu_fault,
             qp_skew: config.emu_qp_skew,
+            bnxt_doorbell: config.bnxt_doorbell,
         })
     }
 }
@@ -197,6 +199,7 @@ impl Provider for EmuProvider {
             qps_per_uar: self.qps_per_uar,
             uar: Mutex::new(None),
             family: self.family,
+            bnxt_doorbell: self.bnxt_doorbell,
         }))
     }
 }
@@ -216,6 +219,7 @@ pub struct EmuDevice {
     uar: Mutex<Option<(Arc<UarPage>, u32)>>,
     /// The queue formats this NIC presents (RCCL_RUST_GIN_EMU_FAMILY).
     family: NicFamily,
+    bnxt_doorbell: crate::nic::quirks::BnxtDoorbell,
 }
 
 impl EmuDevice {
@@ -432,8 +436,11 @@ impl Nic for EmuDevice {
         };
         if let Some(format) = format {
             // Rings in host memory either way: nothing here is GPU memory.
-            let qp = EmuFamilyQp::create(&self.nic, self.pd, format, log_depth, &HostMemory)
+            let mut qp = EmuFamilyQp::create(&self.nic, self.pd, format, log_depth, &HostMemory)
                 .map_err(|e| Error::System(format!("emulated {} NIC: {e}", self.family.name())))?;
+            if format == QueueFormat::Bnxt {
+                qp.doorbell_group = self.bnxt_doorbell.descriptor_value();
+            }
             return Ok(Box::new(EmuFamilyQueuePair(qp, self.family, self.fabric.clone())));
         }
         let rings = if rings_in_device_memory { RingHome::Device } else { RingHome::Host };

@@ -189,6 +189,14 @@ fn decode_bnxt(b: &[u8]) -> Result<Decoded<'_>, wqe::WqeError> {
         }
         _ => return Err(refuse(syndrome::LOCAL_QP_OP_ERR, "bnxt_re: opcode not supported", w.opcode)),
     };
+    // A field quirk (torchcomms#2714, mori#421): Thor2 moves at most 16 MiB
+    // per WQE, so the device splits larger puts and gets (bnxt/family.h);
+    // this NIC fails a larger one, as the local length error it would be.
+    if let WqeOp::Write { gather: l, .. } | WqeOp::Read { scatter: l, .. } = &op {
+        if l.iter().map(|s| s.len).sum::<u64>() > crate::nic::quirks::BNXT_MAX_WQE_BYTES {
+            return Err(refuse(syndrome::LOCAL_LENGTH_ERR, "bnxt_re: more than 16 MiB in one WQE", w.opcode));
+        }
+    }
     Ok(Decoded { op, signaled: w.flags & bw::flags::SIGNALED != 0, fence, opcode: w.opcode })
 }
 

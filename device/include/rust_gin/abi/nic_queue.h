@@ -53,7 +53,12 @@ typedef struct rust_gin_nic_sq {
    * version (docs/nic-families.md, "Firmware and ABI gates"). 0: 2 (a
    * descriptor built by hand in a test). bnxt_re: unused. */
   uint32_t wqe_abi;
-  uint32_t rsvd0;
+  /* bnxt_re: how the producer rings (a field quirk: batched doorbells hung
+   * a Thor2 in torchcomms#2714, per-peer groups ran at line rate in
+   * mori#421): 0, one doorbell per WQE; 1, one per published batch of the
+   * queue (the queue is the peer's). RCCL_RUST_GIN_BNXT_DOORBELL sets it.
+   * ionic: unused (0). */
+  uint32_t doorbell_group;
 } rust_gin_nic_sq;
 
 #endif

@@ -18,6 +18,19 @@
 //   (SendQueue::note_psns, gin/lanes.h). Written when the descriptor names
 //   the path MTU.
 // - No NOP or DUMP: every batch's last WQE asks for a CQE (kFlushWqe false).
+//
+// Field quirks, each a named policy here (docs/nic-families.md, "Field
+// quirks as policies"):
+// - kDoorbellPerWqe: one doorbell per WQE unless the descriptor's
+//   doorbell_group asks for one per published batch (SendQueue::ring);
+//   reports conflict on batching (torchcomms#2714 vs mori#421).
+// - kMaxWqeBytes: at most 16 MiB per WQE; the GIN operations split larger
+//   puts and gets (gin/ops.h).
+// - kFenceAtomics: at most one atomic outstanding per QP: every atomic WQE
+//   carries the fence (UC_FENCE, what IBV_SEND_FENCE sets), so the NIC
+//   starts it only once every earlier READ and atomic completed. No wait on
+//   the GPU: the NIC holds the queue behind it.
+// - PSNs per packet: the MSN table above (packets()).
 #pragma once
 
 #include "rust_gin/abi/nic_queue.h"
@@ -31,9 +44,13 @@ namespace bnxt {
 
 using queue::Request;
 
+// Whether every atomic WQE is fenced: at most one atomic outstanding.
+constexpr bool kFenceAtomics = true;
+
 RG_INLINE uint8_t wr_flags(const Request& r, bool cq_update) {
   uint8_t f = cq_update ? static_cast<uint8_t>(WR_SIGNALED) : 0;
-  if (r.flags & queue::REQ_FENCE) f |= WR_UC_FENCE;
+  const bool atomic = r.opcode == queue::OP_ATOMIC_FA || r.opcode == queue::OP_ATOMIC_CS;
+  if ((r.flags & queue::REQ_FENCE) || (kFenceAtomics && atomic)) f |= WR_UC_FENCE;
   else if (r.flags & queue::REQ_SMALL_FENCE) f |= WR_RD_FENCE;
   if (r.flags & queue::REQ_SOLICITED) f |= WR_SE;
   return f;
@@ -72,6 +89,8 @@ static_assert(wqe_slots(1, 0, false) == 3 && wqe_slots(0, 8, true) == 3, "every 
 struct Family : queue::NicSqFamily<Family> {
   static constexpr uint32_t kWqeShift = SLOT_SHIFT + 3;  // 8 slots of 16 bytes
   static constexpr bool kPsnTable = true;
+  static constexpr uint64_t kMaxWqeBytes = uint64_t{1} << 24;  // 16 MiB
+  static constexpr bool kDoorbellPerWqe = true;
 
   // PSNs the WQE for `r` takes: its packets at the path MTU (a READ's
   // response packets; 1 for an empty message), as rdma-core counts them.

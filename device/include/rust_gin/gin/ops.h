@@ -11,8 +11,13 @@
 namespace rust_gin {
 namespace gin {
 
-// One WQE moves at most this much (the RC limit is 2 GiB).
-constexpr uint64_t kMaxChunk = uint64_t{1} << 30;
+// What one WQE of family F moves at most: larger puts and gets are split
+// into WQEs of this size (bnxt_re: 16 MiB, a field quirk; the others 1 GiB,
+// below RC's 2 GiB).
+template <class F>
+RG_INLINE constexpr uint64_t max_chunk() {
+  return F::kMaxWqeBytes;
+}
 
 struct Ctx {
   const rust_gin_handle* h;

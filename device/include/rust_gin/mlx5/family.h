@@ -41,6 +41,11 @@ struct Family {
   // keep one (bnxt_re) have the producer give each WQE its PSN range in
   // ticket order, while the publish turn is held (SendQueue::note_psns).
   static constexpr bool kPsnTable = false;
+  // Bytes one WQE moves at most (the RC limit is 2 GiB): the GIN operations
+  // split larger puts and gets (gin/ops.h max_chunk).
+  static constexpr uint64_t kMaxWqeBytes = uint64_t{1} << 30;
+  // One doorbell per published prefix (the ring lock's), never per WQE.
+  static constexpr bool kDoorbellPerWqe = false;
 
   // What a batch's WQE writes read of the descriptor, read once per batch:
   // a CPU compiler must assume the ring's stores alias the descriptor's

@@ -23,6 +23,12 @@ struct NicSqFamily {
   // (bnxt_re's MSN search table; see mlx5/family.h). Families that do supply
   // packets(d, req) and note_psn(d, index, start, next).
   static constexpr bool kPsnTable = false;
+  // Bytes one WQE moves at most (see mlx5/family.h).
+  static constexpr uint64_t kMaxWqeBytes = uint64_t{1} << 30;
+  // Whether the family may ring once per WQE (bnxt_re's doorbell policy,
+  // SendQueue::ring): then the descriptor's doorbell_group says per WQE (0)
+  // or per published batch (1).
+  static constexpr bool kDoorbellPerWqe = false;
 
   RG_INLINE static uint32_t mask(uint32_t log) { return (1u << log) - 1; }
 
@@ -35,8 +41,10 @@ struct NicSqFamily {
   RG_INLINE static Slots slots(const Desc* d) { return Slots{load_invariant(&d->wqe_buf), load_invariant(&d->log_wqe_cnt)}; }
 
   // WQEs, then one 64-bit doorbell carrying the producer index, behind a
-  // system-scope release. Doorbells reach the NIC in order: the protocol's
-  // ring lock gives that (ionic's GDA mode requires it).
+  // system-scope release. Doorbells are serialised: only the holder of the
+  // protocol's ring lock rings (SendQueue::ring), so they reach the NIC one
+  // at a time and in order (ionic's GDA mode requires it; torchcomms#3116
+  // saw the NIC drop concurrent stores).
   RG_INLINE static void ring(const Desc* d, uint64_t pi) {
 #if !defined(RUST_GIN_ISA_FAULT_MISSING_FENCE)
     fence_release_system();

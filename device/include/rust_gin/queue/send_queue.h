@@ -366,12 +366,22 @@ class SendQueue {
     for (;;) {
       if (atomic_exchange(&st_->ring_lock, 1u, __ATOMIC_ACQ_REL, Scope::agent) != 0) return;
       const uint64_t pi = atomic_load(&st_->ready, __ATOMIC_ACQUIRE, Scope::agent);
-      if (pi != atomic_load(&st_->rung, __ATOMIC_RELAXED, Scope::agent)) {
+      const uint64_t rung = atomic_load(&st_->rung, __ATOMIC_RELAXED, Scope::agent);
+      if (pi != rung) {
+        // A family that rings per WQE (bnxt_re unless its descriptor asks
+        // for one doorbell per batch) names every WQE in turn.
+        uint64_t rings = 1;
+        if constexpr (F::kDoorbellPerWqe) {
+          if (!rd(d_->doorbell_group)) {
+            for (uint64_t p = rung + 1; p < pi; ++p) F::ring(d_, p);
+            rings = pi - rung;
+          }
+        }
         // The family's doorbell sequence, with its system-scope releases
         // (WQEs before the doorbell, and before a doorbell record if any).
         F::ring(d_, pi);
         atomic_exchange(&st_->rung, pi, __ATOMIC_RELAXED, Scope::agent);
-        atomic_fetch_add(&st_->doorbells, uint64_t{1}, __ATOMIC_RELAXED, Scope::agent);
+        atomic_fetch_add(&st_->doorbells, rings, __ATOMIC_RELAXED, Scope::agent);
       }
       // RMW unlock: a producer whose exchange saw the lock held is ordered
       // before it, so the load below sees that producer's publish.
