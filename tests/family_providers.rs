@@ -101,6 +101,10 @@ struct State {
     /// Parent domain -> (allocator, sq cmb on, sq expdb on).
     domains: HashMap<usize, (Arc<dyn DomainMemory>, bool, bool)>,
     ionic_rings: HashMap<usize, (IonicDvQueue, IonicDvQueue)>,
+    /// ionic: a parent domain's uDMA mask (unset: the device's), and the
+    /// engine each CQ and QP went to (the lowest the domain allowed).
+    domain_udma: HashMap<usize, u8>,
+    udma_of: HashMap<usize, u8>,
     fail_at: Option<usize>,
     steps: usize,
 }
@@ -129,6 +133,10 @@ struct StandIn {
     /// differs from bnxt_re_dv_get_default_db_region's).
     bnxt_wqe_mode: u32,
     bnxt_layout: bool,
+    /// ionic: the device's uDMA engines (ionic_dv_ctx_get_udma_mask).
+    udma_mask: u8,
+    /// The device's sysfs traffic class file, if the driver has one.
+    sysfs_tc: Option<&'static str>,
 }
 
 impl StandIn {
@@ -145,6 +153,8 @@ impl StandIn {
             ionic_layout: true,
             bnxt_wqe_mode: 0,
             bnxt_layout: true,
+            udma_mask: 0b11,
+            sysfs_tc: None,
         }
     }
     fn bnxt() -> StandIn {
@@ -224,6 +234,12 @@ impl StandIn {
     }
     /// The effect a GPU doorbell store has (mori PR 588): none unless the
     /// QP is in GDA mode (ionic; bnxt_re has no such mode).
+    /// The uDMA engine libionic gives a queue created on domain `pd`: the
+    /// lowest its mask allows (without a mask every queue lands on 0).
+    fn engine_of(&self, pd: Handle) -> u8 {
+        let m = self.st().domain_udma.get(&pd.0).copied().unwrap_or(self.udma_mask);
+        m.trailing_zeros() as u8
+    }
     fn gpu_doorbell_rings(&self, qp_num: u32) -> bool {
         self.qps().iter().any(|q| q.num == qp_num && q.state == 3 && (q.bnxt.is_some() || q.gda_send))
     }
@@ -304,7 +320,10 @@ impl DvPlatform for StandIn {
         format!("/sys/devices/pci0000:00/0000:00:01.0/{name}")
     }
     fn read_sysfs(&self, path: &str) -> io::Result<Vec<u8>> {
-        Err(io::Error::new(io::ErrorKind::NotFound, path.to_string()))
+        match self.sysfs_tc {
+            Some(t) if path == "/sys/class/infiniband/ionic_0/tc/1/traffic_class" => Ok(t.as_bytes().to_vec()),
+            _ => Err(io::Error::new(io::ErrorKind::NotFound, path.to_string())),
+        }
     }
     fn alloc_pd(&self, _ctx: Handle) -> io::Result<Handle> {
         self.step("ibv_alloc_pd", String::new())?;
@@ -482,6 +501,8 @@ impl DvPlatform for StandIn {
         let depth = (cqe + 1).next_power_of_two();
         let ptr = mem.alloc(depth as usize * 32, PAGE, rccl_rust_gin::provider::ionic::PD_TAG_CQ).ok_or_else(einval)?;
         let h = self.make(Kind::Cq);
+        let engine = self.engine_of(pd);
+        self.st().udma_of.insert(h.0, engine);
         let qid = 0x30 + (h.0 as u32 & 0xff);
         let q = IonicDvQueue {
             ptr,
@@ -510,6 +531,8 @@ impl DvPlatform for StandIn {
         let rq_ptr =
             mem.alloc(rq_depth as usize * 64, PAGE, rccl_rust_gin::provider::ionic::PD_TAG_RQ).ok_or_else(einval)?;
         let h = self.make(Kind::Qp);
+        let engine = self.engine_of(pd);
+        self.st().udma_of.insert(h.0, engine);
         let num = 0x100 + (h.0 as u32 & 0xfff);
         let q = |ptr, depth: u32| IonicDvQueue {
             ptr,
@@ -561,14 +584,30 @@ impl DvPlatform for StandIn {
             cq_qtype: IONIC_CQ_QTYPE + shift,
         })
     }
-    fn ionic_qp_get_udma_idx(&self, _qp: Handle) -> io::Result<u8> {
+    fn ionic_qp_get_udma_idx(&self, qp: Handle) -> io::Result<u8> {
         self.log("ionic_dv_qp_get_udma_idx", String::new());
-        Ok(1)
+        self.st().udma_of.get(&qp.0).copied().ok_or_else(einval)
+    }
+    fn ionic_ctx_udma_mask(&self, _ctx: Handle) -> io::Result<u8> {
+        self.log("ionic_dv_ctx_get_udma_mask", String::new());
+        Ok(self.udma_mask)
+    }
+    fn ionic_pd_set_udma_mask(&self, pd: Handle, mask: u8) -> io::Result<()> {
+        self.step("ionic_dv_pd_set_udma_mask", format!("{mask:#x}"))?;
+        let mut s = self.st();
+        if !s.domains.contains_key(&pd.0) {
+            return Err(io::Error::from_raw_os_error(libc::EPERM));
+        }
+        if mask & !self.udma_mask != 0 {
+            return Err(einval()); // ionic_dv_pd_set_udma_mask.3
+        }
+        s.domain_udma.insert(pd.0, mask);
+        Ok(())
     }
     fn ionic_get_cq(&self, cq: Handle, udma_idx: u8) -> io::Result<IonicDvQueue> {
         self.step("ionic_dv_get_cq", format!("udma {udma_idx}"))?;
-        if udma_idx != 1 {
-            return Err(einval());
+        if self.st().udma_of.get(&cq.0) != Some(&udma_idx) {
+            return Err(einval()); // the CQ has no ring on another engine
         }
         self.st().cqs.get(&cq.0).and_then(|c| c.2).ok_or_else(einval)
     }
@@ -806,7 +845,7 @@ fn ionic_puts_qps_in_gda_mode_with_rings_from_the_parent_domain() {
     assert!(at("ibv_create_cq_ex") < at("ibv_create_qp"));
     assert!(at("ibv_create_qp") < at("ionic_dv_qp_set_gda"));
     assert!(at("ionic_dv_qp_set_gda") < at("ibv_modify_qp"));
-    for c in s.calls().iter().filter(|c| c.name.starts_with("ionic_dv_pd_set_")) {
+    for c in s.calls().iter().filter(|c| c.name.starts_with("ionic_dv_pd_set_") && c.name.ends_with("cmb")) {
         assert_eq!(c.detail, "false false false", "controller memory bar off, no express doorbell");
     }
     for q in s.qps() {
@@ -1274,4 +1313,100 @@ fn ffi_structs_have_the_c_layout_of_the_cited_headers() {
     }
     assert_eq!(c.len(), rust.len(), "every fact the C table prints is compared: {c:?}");
     assert!(bad.is_empty(), "layouts differ: {bad:#?}");
+}
+
+// ---------------------------------------------------------------------------
+// Field quirks as policies (nic/quirks.rs; docs/nic-families.md)
+// ---------------------------------------------------------------------------
+
+/// The traffic class each QP's RTR transition carries.
+fn rtr_traffic_classes(s: &StandIn) -> Vec<u8> {
+    s.qps()
+        .iter()
+        .flat_map(|q| q.transitions.iter())
+        .filter_map(|t| match t {
+            QpTransition::Rtr { traffic_class, .. } => Some(*traffic_class),
+            _ => None,
+        })
+        .collect()
+}
+
+/// ionic QPs run at traffic class 0 by default (NCCL's 224 capped one QP at
+/// ~3.9 GB/s on Pollara, torchcomms#3116), at the configured class when one
+/// is given (3 here), and at the device's sysfs class when the driver keeps
+/// one. Checked by hand (2026-12-06): with the sysfs read left out of
+/// IonicOps::create_qp this fails on the 96 and 0 cases.
+#[test]
+fn ionic_traffic_class_is_zero_unless_configured_or_sysfs_names_one() {
+    assert_eq!(Config::default().traffic_class, 0, "the default traffic class (RCCL's trafficClass undefined)");
+    let s = StandIn::ionic();
+    run(&s, Family::Ionic, MemoryMode::Gpu).expect("ionic over the stand-in");
+    assert_eq!(rtr_traffic_classes(&s), [3, 3], "no sysfs class: the configured one");
+    for (file, want) in [("Global tclass=96\n", 96u8), ("0\n", 0)] {
+        let s = StandIn { sysfs_tc: Some(file), ..StandIn::ionic() };
+        run(&s, Family::Ionic, MemoryMode::Gpu).expect("ionic over the stand-in");
+        s.assert_clean("after the run");
+        assert_eq!(rtr_traffic_classes(&s), [want, want], "sysfs says {file:?}");
+    }
+    // An empty file (no class set) leaves the configured one.
+    let s = StandIn { sysfs_tc: Some(""), ..StandIn::ionic() };
+    run(&s, Family::Ionic, MemoryMode::Gpu).expect("ionic over the stand-in");
+    assert_eq!(rtr_traffic_classes(&s), [3, 3]);
+}
+
+/// ionic QPs alternate over both uDMA engines (one engine alone runs out of
+/// completion resources after a few QPs, torchcomms#3116): the domain's
+/// mask is set to the next engine before each QP's CQ and QP exist, and the
+/// CQ's ring is taken for the QP's engine. Checked by hand (2026-12-06):
+/// without the ionic_dv_pd_set_udma_mask call both QPs land on engine 0 and
+/// this fails.
+#[test]
+fn ionic_qps_alternate_over_both_udma_engines() {
+    let s = StandIn::ionic();
+    let r = run(&s, Family::Ionic, MemoryMode::Gpu).expect("ionic over the stand-in");
+    s.assert_clean("after the run");
+    let calls = s.calls();
+    let masks: Vec<&str> =
+        calls.iter().filter(|c| c.name == "ionic_dv_pd_set_udma_mask").map(|c| c.detail.as_str()).collect();
+    assert_eq!(masks, ["0x1", "0x2"], "one engine per QP, in turn");
+    // Each mask is set before that QP's CQ is created.
+    let names = s.names();
+    let pos = |n: &str, k: usize| names.iter().enumerate().filter(|(_, x)| *x == n).nth(k).map(|(i, _)| i).unwrap();
+    for k in 0..2 {
+        assert!(pos("ionic_dv_pd_set_udma_mask", k) < pos("ibv_create_cq_ex", k), "QP {k}: mask before its CQ");
+        assert!(pos("ibv_create_qp", k) < pos("ionic_dv_get_cq", k));
+    }
+    let get_cq: Vec<&str> = calls.iter().filter(|c| c.name == "ionic_dv_get_cq").map(|c| c.detail.as_str()).collect();
+    assert_eq!(get_cq, ["udma 0", "udma 1"], "each CQ's ring on its QP's engine");
+    assert_eq!(r.qps.len(), 2);
+    // A device with one engine keeps every QP on it.
+    let s = StandIn { udma_mask: 0b10, ..StandIn::ionic() };
+    run(&s, Family::Ionic, MemoryMode::Gpu).expect("ionic with one uDMA engine");
+    let masks: Vec<String> =
+        s.calls().into_iter().filter(|c| c.name == "ionic_dv_pd_set_udma_mask").map(|c| c.detail).collect();
+    assert_eq!(masks, ["0x2", "0x2"]);
+}
+
+/// bnxt_re's doorbell grouping reaches every descriptor: one doorbell per
+/// WQE (0) by default, one per batch (1) with RCCL_RUST_GIN_BNXT_DOORBELL=
+/// peer; ionic's descriptors never ask for it.
+#[test]
+fn bnxt_re_descriptors_carry_the_doorbell_grouping() {
+    use rccl_rust_gin::nic::quirks::BnxtDoorbell;
+    for (knob, want) in [(None, 0u32), (Some("wqe"), 0), (Some("peer"), 1)] {
+        let config = Config::from_lookup(|k| (k == "RCCL_RUST_GIN_BNXT_DOORBELL").then(|| knob.map(String::from)).flatten())
+            .expect("the knob parses");
+        assert_eq!(config.bnxt_doorbell == BnxtDoorbell::PerPeer, want == 1);
+        let s = StandIn::bnxt();
+        let r = run_with(&s, Family::Bnxt, MemoryMode::Gpu, &config).expect("bnxt_re over the stand-in");
+        for (qpn, d) in &r.qps {
+            assert_eq!(d.doorbell_group, want, "QP {qpn:#x} with the knob at {knob:?}");
+        }
+        let s = StandIn::ionic();
+        let r = run_with(&s, Family::Ionic, MemoryMode::Gpu, &config).expect("ionic over the stand-in");
+        assert!(r.qps.iter().all(|(_, d)| d.doorbell_group == 0));
+    }
+    let bad = Config::from_lookup(|k| (k == "RCCL_RUST_GIN_BNXT_DOORBELL").then(|| "batch".to_string()));
+    let e = bad.err().expect("an unknown value is refused");
+    assert!(e.to_string().contains("RCCL_RUST_GIN_BNXT_DOORBELL=\"batch\""), "{e}");
 }

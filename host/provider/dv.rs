@@ -298,6 +298,11 @@ pub trait DvPlatform: Send + Sync {
     /// verb reports: the firmware WQE ABI version (gates.rs).
     fn ionic_ctx_private(&self, ctx: Handle) -> io::Result<IonicCtxPrivate>;
     fn ionic_qp_get_udma_idx(&self, qp: Handle) -> io::Result<u8>;
+    /// `ionic_dv_ctx_get_udma_mask(ctx)`: the device's uDMA engines.
+    fn ionic_ctx_udma_mask(&self, ctx: Handle) -> io::Result<u8>;
+    /// `ionic_dv_pd_set_udma_mask(pd, mask)`: queues created on the (parent)
+    /// domain afterwards go to an engine in `mask`.
+    fn ionic_pd_set_udma_mask(&self, pd: Handle, mask: u8) -> io::Result<()>;
     fn ionic_get_cq(&self, cq: Handle, udma_idx: u8) -> io::Result<IonicDvQueue>;
     /// (rq, sq).
     fn ionic_get_qp(&self, qp: Handle) -> io::Result<(IonicDvQueue, IonicDvQueue)>;

@@ -438,6 +438,18 @@ impl DvPlatform for RdmaCoreDv {
         // SAFETY: a live QP.
         Ok(unsafe { f(ptr(qp)) })
     }
+    fn ionic_ctx_udma_mask(&self, ctx: Handle) -> io::Result<u8> {
+        // SAFETY: the declared signature of the symbol.
+        let f: iffi::CtxGetUdmaMask = unsafe { func(LIBIONIC, "ionic_dv_ctx_get_udma_mask")? };
+        // SAFETY: a live context.
+        Ok(unsafe { f(ptr(ctx)) })
+    }
+    fn ionic_pd_set_udma_mask(&self, pd: Handle, mask: u8) -> io::Result<()> {
+        // SAFETY: the declared signature of the symbol.
+        let f: iffi::PdSetUdmaMask = unsafe { func(LIBIONIC, "ionic_dv_pd_set_udma_mask")? };
+        // SAFETY: a live (parent) domain.
+        rc(unsafe { f(ptr(pd), mask) })
+    }
     fn ionic_get_cq(&self, cq: Handle, udma_idx: u8) -> io::Result<IonicDvQueue> {
         // SAFETY: the declared signature of the symbol.
         let f: iffi::GetCq = unsafe { func(LIBIONIC, "ionic_dv_get_cq")? };

@@ -52,6 +52,13 @@ pub type PdSetCmb = unsafe extern "C" fn(*mut ibv_pd, bool, bool, bool) -> i32;
 pub type QpSetGda = unsafe extern "C" fn(*mut ibv_qp, bool, bool) -> i32;
 /// ionic_dv.h:74: `uint8_t ionic_dv_qp_get_udma_idx(struct ibv_qp *ibqp)`.
 pub type QpGetUdmaIdx = unsafe extern "C" fn(*mut ibv_qp) -> u8;
+/// master ionic_dv.h: `uint8_t ionic_dv_ctx_get_udma_mask(struct
+/// ibv_context *ibctx)`, the mask of the device's uDMA pipelines.
+pub type CtxGetUdmaMask = unsafe extern "C" fn(*mut ibv_context) -> u8;
+/// master ionic_dv.h: `int ionic_dv_pd_set_udma_mask(struct ibv_pd *ibpd,
+/// uint8_t udma_mask)`: 0, or a positive errno (EPERM not ionic, EINVAL
+/// bits outside the device's mask; ionic_dv_pd_set_udma_mask.3).
+pub type PdSetUdmaMask = unsafe extern "C" fn(*mut ibv_pd, u8) -> i32;
 /// ionic_dv.h:207.
 pub type GetCtx = unsafe extern "C" fn(*mut ionic_dv_ctx, *mut ibv_context) -> i32;
 /// ionic_dv.h:212.

@@ -23,6 +23,12 @@
 //!    (mori PR 588: 1 drops routed traffic) and no REMOTE_ATOMIC (ionic
 //!    refuses it: mori 682).
 //!
+//! Field quirks (crate::nic::quirks): each QP's CQ and QP go to the next
+//! uDMA engine of the device's mask in turn (`ionic_dv_pd_set_udma_mask` on
+//! the parent domain before creating them, the man page's alternative
+//! usage), and a QP's traffic class is the device's sysfs one if it has one,
+//! else the configured one (default 0, not NCCL's 224: torchcomms#3116).
+//!
 //! UNVERIFIED ON HARDWARE: docs/nic-families.md, "Host providers".
 
 pub mod ffi;
@@ -109,7 +115,11 @@ pub(crate) struct IonicOps {
     dv: IonicDvCtx,
     /// The firmware WQE ABI version the device writes (gates.rs).
     wqe_abi: u32,
-    creating: Mutex<()>,
+    /// The device's uDMA engines (`ionic_dv_ctx_get_udma_mask`).
+    udma_mask: u8,
+    /// QPs created so far (one at a time: the ring pool's home and the
+    /// domain's uDMA mask are set for the QP being created).
+    creating: Mutex<usize>,
 }
 
 impl IonicOps {
@@ -138,8 +148,14 @@ impl IonicOps {
             Error::System(format!("{name}: ionic_dv_get_ctx: {e} (libionic without rdma-core PR 1771's direct verbs?)"))
         })?;
         let wqe_abi = wqe_abi_of(ctx, &dv)?;
+        let udma_mask = p
+            .ionic_ctx_udma_mask(ctx.ctx.handle())
+            .map_err(|e| Error::System(format!("{name}: ionic_dv_ctx_get_udma_mask: {e}")))?;
+        if udma_mask == 0 {
+            return Err(Error::System(format!("{name}: ionic_dv_ctx_get_udma_mask says the device has no uDMA engine")));
+        }
         let db = Arc::new(DoorbellPage::map(memory, dv.db_page, name)?);
-        Ok(IonicOps { db, domain, pool, dv, wqe_abi, creating: Mutex::new(()) })
+        Ok(IonicOps { db, domain, pool, dv, wqe_abi, udma_mask, creating: Mutex::new(0) })
     }
 
     fn doorbell(&self, qtype: u8) -> u64 {
@@ -204,8 +220,12 @@ impl FamilyOps for IonicOps {
         let p = &ctx.platform;
         let wqes = 1u32 << log_depth.clamp(MIN_LOG_DEPTH, MAX_LOG_DEPTH);
         let home = if rings_in_device_memory { RingHome::Device } else { RingHome::Host };
-        let _one = self.creating.lock().unwrap_or_else(|e| e.into_inner());
+        let mut created = self.creating.lock().unwrap_or_else(|e| e.into_inner());
         *self.pool.home.lock().unwrap_or_else(|e| e.into_inner()) = home;
+        // Both uDMA engines: this QP and its CQ on the next one in turn.
+        let engine = crate::nic::quirks::ionic_udma_engine(self.udma_mask, *created).unwrap_or(0);
+        p.ionic_pd_set_udma_mask(self.domain.handle(), 1 << engine)
+            .map_err(|e| Error::System(format!("{name}: ionic_dv_pd_set_udma_mask({:#x}): {e}", 1u8 << engine)))?;
         let cq = Obj::new(
             p,
             p.ionic_create_cq(ctx.ctx.handle(), self.domain.handle(), wqes)
@@ -224,6 +244,12 @@ impl FamilyOps for IonicOps {
             ))
         })?;
         let udma = p.ionic_qp_get_udma_idx(qp.handle()).map_err(|e| Error::System(format!("{name}: ionic_dv_qp_get_udma_idx: {e}")))?;
+        if udma != engine {
+            return Err(Error::System(format!(
+                "{name}: libionic put QP {qpn:#x} on uDMA engine {udma} although its domain allows only {engine} \
+                 (ionic_dv_pd_set_udma_mask not honoured)"
+            )));
+        }
         let cqq = p
             .ionic_get_cq(cq.handle(), udma)
             .map_err(|e| Error::System(format!("{name}: ionic_dv_get_cq(udma {udma}): {e}")))?;
@@ -260,6 +286,11 @@ impl FamilyOps for IonicOps {
             cq_phase: 0,
             wqe_abi: self.wqe_abi,
         };
-        NicQp::new(ctx, parts, Vec::new(), self.pool.alloc.as_ref(), traffic_class)
+        let tc_file = crate::nic::quirks::sysfs_traffic_class_path(name, ctx.port);
+        let (tc, source) = crate::nic::quirks::ionic_traffic_class(p.read_sysfs(&tc_file).ok().as_deref(), traffic_class);
+        crate::info_line!(NET, "{name}: ionic QP {qpn:#x} traffic class {tc} (from {source:?}: {tc_file})");
+        let q = NicQp::new(ctx, parts, Vec::new(), self.pool.alloc.as_ref(), tc)?;
+        *created += 1;
+        Ok(q)
     }
 }
