@@ -181,3 +181,46 @@ fn the_standalone_posting_timer_builds_and_posts() {
         assert!(out.contains(line), "{line} missing:\n{out}");
     }
 }
+
+/// mlx5 stores the doorbell record before the doorbell (NCCL's GDAKI and
+/// MORI do; a field quirk in docs/nic-families.md): the NIC may fetch WQEs
+/// up to the record as soon as the doorbell (BlueFlame/UAR store) arrives.
+/// The host build reports each store in program order through the queue's
+/// host doorbell; every doorbell must come right after the record naming
+/// the same producer index. (On the GPU, tests/isa_checks.rs holds every
+/// mlx5 doorbell to a record store and a system-scope release before it.)
+/// Checked by hand (2026-12-06): with the record stored after the doorbell
+/// in mlx5::Family::ring this fails on the first batch.
+#[test]
+fn mlx5_stores_the_doorbell_record_before_each_doorbell() {
+    use rccl_rust_gin::abi::rust_gin_host_doorbell;
+    use std::ffi::c_void;
+    use std::sync::Mutex;
+    struct Log(Mutex<Vec<(char, u64)>>);
+    extern "C" fn ring(ctx: *const c_void, _reg: *mut u64, value: u64) {
+        // SAFETY: ctx is the test's Log, alive for the test.
+        unsafe { &*(ctx as *const Log) }.0.lock().unwrap().push(('D', value));
+    }
+    extern "C" fn record(ctx: *const c_void, _dbr: *mut u32, value: u32) {
+        // SAFETY: as above.
+        unsafe { &*(ctx as *const Log) }.0.lock().unwrap().push(('R', u64::from(u32::from_be(value))));
+    }
+    let log = Box::new(Log(Mutex::new(Vec::new())));
+    let host = Box::new(rust_gin_host_doorbell { ring: Some(ring), record: Some(record), ctx: &*log as *const Log as *const c_void });
+    let mem = QueueMem::new(&HostMemory, 6, RingHome::Host).unwrap();
+    let error = new_error_record(&HostMemory).unwrap();
+    let qpn = 0x0012_3456;
+    // The register is never stored to: the host doorbell receives it.
+    let desc = mem.descriptor(qpn, 0x41, 0x7000_0000_0800, &*host as *const rust_gin_host_doorbell as u64, 0, error.dev_addr(), 1_000_000_000);
+    let sq = SendQueue::new(&HostMemory, &desc).unwrap();
+    let w = rust_gin_mlx5_request { opcode: opcode::RDMA_WRITE, length: 64, lkey: 1, rkey: 2, laddr: 64, raddr: 128, ..Default::default() };
+    let mut want = Vec::new();
+    let mut total = 0u16;
+    for batch in [3usize, 2, 4] {
+        sq.post(&vec![w; batch]).unwrap();
+        total += batch as u16;
+        want.push(('R', u64::from(total)));
+        want.push(('D', doorbell_value(qpn, total)));
+    }
+    assert_eq!(*log.0.lock().unwrap(), want, "each doorbell record, then its doorbell");
+}
