@@ -716,7 +716,13 @@ fn one_doorbell_per_queue_per_wave_batch() {
             let want = if exclusive_asked() { 2 * queues } else { 0 };
             assert_eq!(owned, want, "{kind}, {n_lanes} lanes: batches of the owning path");
             lines.push(format!("lockstep: {n_lanes:>2} lanes, {kind:>9} peer(s): {rung} doorbell(s) for {queues} queue(s)"));
-            assert_eq!(rung, queues, "{kind}, {n_lanes} lanes: one doorbell per queue per wave batch");
+            // bnxt_re rings once per WQE unless RCCL_RUST_GIN_BNXT_DOORBELL=
+            // peer (a field quirk, docs/nic-families.md): each lane's data
+            // WQE and signal WQE then get a doorbell each.
+            let per_wqe = family_asked() == Some(RUST_GIN_FAMILY_BNXT)
+                && std::env::var("RCCL_RUST_GIN_BNXT_DOORBELL").map_or(true, |v| v != "peer");
+            let want = if per_wqe { 2 * lanes_of(lanes(n_lanes)).count() as u64 } else { queues };
+            assert_eq!(rung, want, "{kind}, {n_lanes} lanes: one doorbell per queue per wave batch (per WQE on bnxt_re: {per_wqe})");
         }
     }
     println!("{}", lines.join("\n"));
@@ -984,6 +990,15 @@ fn signal_cases_again_with_write_mode_signals() {
 #[test]
 fn gin_cases_again_on_bnxt_re_and_ionic() {
     rerun_on_families(&GIN_CASES);
+}
+
+/// The same on bnxt_re with its doorbells grouped per peer's queue
+/// (RCCL_RUST_GIN_BNXT_DOORBELL=peer) rather than one per WQE: the option
+/// mori#421 reached line rate with (docs/nic-families.md, "Field quirks as
+/// policies").
+#[test]
+fn gin_cases_again_on_bnxt_re_with_per_peer_doorbells() {
+    rerun_on_bnxt_with_peer_doorbells(&GIN_CASES);
 }
 
 /// The single-wave GIN cases again with every put, putValue, signal and get

@@ -393,6 +393,21 @@ pub fn rerun_on_families_in_modes(modes: &[&str], tests: &[&str]) {
     }
 }
 
+/// Runs the named tests again on the emulated bnxt_re NIC with one doorbell
+/// per published batch (RCCL_RUST_GIN_BNXT_DOORBELL=peer) instead of the
+/// default one per WQE. A no-op in a rerun.
+pub fn rerun_on_bnxt_with_peer_doorbells(tests: &[&str]) {
+    if family_asked().is_some() || dc_asked() {
+        println!("already a rerun on another family or on DC");
+        return;
+    }
+    rerun_with(
+        "bnxt_re with per-peer doorbell groups",
+        &[("RCCL_RUST_GIN_EMU_FAMILY", "bnxt_re"), ("RCCL_RUST_GIN_BNXT_DOORBELL", "peer")],
+        tests,
+    );
+}
+
 /// The signal mode of context `ctx` behind a device handle, as the device
 /// code reads it (abi/gin.h `rust_gin_context.signal_mode`).
 pub fn context_signal_mode(h: *const std::ffi::c_void, ctx: u32) -> u32 {
