@@ -1,0 +1,575 @@
+// gin-smoke: the GPU smoke test without RCCL (docs/bring-up.md, stage 2).
+//
+// Drives rust-gin's GIN v14 vtable (ncclGinRustPlugin_v14, librccl_rust_gin.a)
+// as RCCL would: one rank per entry of --gpus, all in this process, each with
+// init, listen, connect (every rank's handle), createContext and regMrSym.
+// Then one kernel per rank, one thread, calls the device library's C entry
+// points (rust_gin_device.h) on the handle createContext returned:
+//   1. to every rank, itself included: rust_gin_put of --bytes with an
+//      indexed signal, then flush_async + wait (the put's CQE);
+//   2. to every rank, on mlx5 RC: one RDMA WRITE posted in steps through the
+//      library's queue entry points (mlx5/api.h): post_deferred (reserve a
+//      ticket, write the WQE, publish), ring (doorbell), quiet (CQE); then a
+//      signal, which lands after the write (one RC queue per peer, in order);
+//   3. from every rank: wait for both signals, then check every byte.
+// Each step is timed with wall_clock64() around the call; the stages inside
+// rust_gin_put itself are not separable from the kernel, which is why step 2
+// exists. The same source builds two ways (scripts/build-gin-smoke.sh):
+//   GPU    hipcc, linked with the -fgpu-rdc device archive RCCL links;
+//   host   the system C++ compiler for x86-64: the kernel body runs on each
+//          rank's CPU thread against the library's x86-64 build in
+//          librccl_rust_gin.a and the emulated NIC (tests/gin_smoke.rs).
+// Exit status: 0 every check passed, 1 a check failed, 2 it could not run.
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#if defined(__HIP__)
+#include <hip/hip_runtime.h>
+#define SMOKE_GPU 1
+#else
+#define SMOKE_GPU 0
+#define __global__
+#define __device__
+#define __host__
+#endif
+
+#include "gin_v14.h"
+#include "rust_gin/mlx5/api.h"
+#include "rust_gin/mlx5/wire.h"
+#include "rust_gin/rust_gin_device.h"
+
+// ---- what a kernel records -------------------------------------------------
+
+// Times are wall_clock64() ticks (GPU) or host nanoseconds (x86-64 build).
+struct PeerRecord {
+  // Sender side, to this peer.
+  int32_t put_status, cqe_status, staged_status, staged_signal_status;
+  uint64_t put_begin, put_end, put_cqe;                  // rust_gin_put; flush_async + wait returned
+  uint64_t st_begin, st_written, st_doorbell, st_cqe;     // post_deferred, ring, quiet returned
+  // Receiver side, from this peer.
+  int32_t signal_status, staged_wait_status;
+  uint64_t signal_seen, staged_seen;
+  uint32_t bad_bytes, first_bad, staged_bad_bytes, staged_first_bad;
+};
+
+constexpr int kMaxRanks = 8;
+struct RankRecord {
+  uint64_t kernel_begin;  // receive times print relative to it: GPUs' clocks differ
+  PeerRecord peer[kMaxRanks];
+};
+
+struct KernelArgs {
+  const void* handle;    // ncclNetDeviceHandle.handle
+  const void* src_win;   // ginHandle of the source window
+  const void* dst_win;   // ginHandle of the destination window
+  const uint8_t* dst;    // this rank's destination window (local address)
+  uint32_t me, nranks;
+  uint64_t bytes;
+  const uint32_t* abort_flag;
+  uint32_t plant_fault;  // test only: expect a wrong byte, so the check must fail
+  RankRecord* rec;       // host-visible
+};
+
+// Bytes of rank `r`'s source: kind 0 is the GIN put, kind 1 the staged write.
+__host__ __device__ static inline uint8_t pattern(uint32_t r, uint32_t kind, uint64_t i) {
+  return static_cast<uint8_t>(r * 97u + kind * 61u + i * 7u + 1u);
+}
+
+// Destination layout: sender q's kind-k bytes at (2q + k) * bytes.
+__host__ __device__ static inline uint64_t dst_off(uint32_t q, uint32_t kind, uint64_t bytes) {
+  return (2ull * q + kind) * bytes;
+}
+
+__device__ static inline uint64_t now() {
+#if SMOKE_GPU && defined(__HIP_DEVICE_COMPILE__)
+  return wall_clock64();  // s_memrealtime: a constant rate (Rank::tick_ns)
+#elif SMOKE_GPU
+  return 0;  // the host pass of a HIP compile (HIP 5.2 declares wall_clock64 for the device only)
+#else
+  return rust_gin_host_clock_ns();
+#endif
+}
+
+__device__ static uint32_t check(const uint8_t* got, uint32_t q, uint32_t kind, uint64_t bytes, uint32_t plant,
+                                 uint32_t* first_bad) {
+  uint32_t bad = 0;
+  *first_bad = 0xffffffffu;
+  for (uint64_t i = 0; i < bytes; ++i) {
+    uint8_t want = pattern(q, kind, i);
+    if (plant && q == 0 && kind == 0 && i == bytes / 2) want ^= 0x5a;
+    if (got[i] != want) {
+      if (bad == 0) *first_bad = static_cast<uint32_t>(i);
+      ++bad;
+    }
+  }
+  return bad;
+}
+
+// The staged write's request: src kind 1 to the peer's dst region (me, 1),
+// with the keys of the context's rail (abi/gin.h).
+__device__ static rust_gin_mlx5_request staged_request(const KernelArgs& a, const rust_gin_context& c, uint32_t p) {
+  const rust_gin_window* s = static_cast<const rust_gin_window*>(a.src_win);
+  const rust_gin_window* d = static_cast<const rust_gin_window*>(a.dst_win);
+  const rust_gin_window_peer& dp =
+      reinterpret_cast<const rust_gin_window_peer*>(d->peers)[static_cast<uint64_t>(c.rail) * a.nranks + p];
+  rust_gin_mlx5_request r = {};
+  r.opcode = rust_gin::mlx5::OP_RDMA_WRITE;
+  r.flags = RUST_GIN_REQ_SIGNALED;
+  r.length = static_cast<uint32_t>(a.bytes);
+  r.lkey = reinterpret_cast<const uint32_t*>(s->lkeys)[c.rail];
+  r.rkey = dp.rkey;
+  r.laddr = s->local_base + a.bytes;  // kind 1 sits after kind 0
+  r.raddr = dp.base + dst_off(a.me, 1, a.bytes);
+  return r;
+}
+
+__global__ void gin_smoke_kernel(KernelArgs a) {
+  const uint32_t ctx = 0;
+  const rust_gin_handle* h = static_cast<const rust_gin_handle*>(a.handle);
+  const rust_gin_context& c = reinterpret_cast<const rust_gin_context*>(h->contexts)[ctx];
+  const bool staged = c.family == RUST_GIN_FAMILY_MLX5 && c.n_dci == 0;
+  a.rec->kernel_begin = now();
+  for (uint32_t p = 0; p < a.nranks; ++p) {
+    PeerRecord& r = a.rec->peer[p];
+    rust_gin_signal sig = {RUST_GIN_SIGNAL_INDEXED, RUST_GIN_SIGNAL_OP_ADD, 1, a.me, nullptr, 0};
+    r.put_begin = now();
+    r.put_status = rust_gin_put(a.handle, ctx, p, a.dst_win, dst_off(a.me, 0, a.bytes), a.src_win, 0, a.bytes, sig,
+                                0, 0, 0);
+    r.put_end = now();
+    r.cqe_status = r.put_status;
+    if (r.put_status == RUST_GIN_OK) {
+      rust_gin_request req;
+      r.cqe_status = rust_gin_flush_async(a.handle, ctx, p, &req);
+      if (r.cqe_status == RUST_GIN_OK) r.cqe_status = rust_gin_wait(a.handle, req, a.abort_flag, 0);
+    }
+    r.put_cqe = now();
+    r.staged_status = r.staged_signal_status = -1;  // -1: not run (not mlx5 RC)
+    if (!staged) continue;
+    const rust_gin_mlx5_sq* sq = &reinterpret_cast<const rust_gin_peer*>(c.peers)[p].sq;
+    const rust_gin_mlx5_request req = staged_request(a, c, p);
+    r.st_begin = now();
+    r.staged_status = rust_gin_mlx5_post_deferred(sq, &req, 1);
+    r.st_written = now();
+    if (r.staged_status == RUST_GIN_OK) {
+      rust_gin_mlx5_ring(sq);
+      r.st_doorbell = now();
+      r.staged_status = rust_gin_mlx5_quiet(sq);
+      r.st_cqe = now();
+    }
+    rust_gin_signal ssig = {RUST_GIN_SIGNAL_INDEXED, RUST_GIN_SIGNAL_OP_ADD, 1, a.nranks + a.me, nullptr, 0};
+    r.staged_signal_status =
+        r.staged_status == RUST_GIN_OK ? rust_gin_signal_peer(a.handle, ctx, p, ssig, 0) : r.staged_status;
+  }
+  for (uint32_t q = 0; q < a.nranks; ++q) {
+    PeerRecord& r = a.rec->peer[q];
+    r.signal_status = rust_gin_signal_wait(a.handle, ctx, q, 1, a.abort_flag, 0);
+    r.signal_seen = now();
+    r.bad_bytes = check(a.dst + dst_off(q, 0, a.bytes), q, 0, a.bytes, a.plant_fault, &r.first_bad);
+    r.staged_wait_status = -1;
+    if (!staged) continue;
+    r.staged_wait_status = rust_gin_signal_wait(a.handle, ctx, a.nranks + q, 1, a.abort_flag, 0);
+    r.staged_seen = now();
+    r.staged_bad_bytes = check(a.dst + dst_off(q, 1, a.bytes), q, 1, a.bytes, 0, &r.staged_first_bad);
+  }
+}
+
+// ---- the host side ----------------------------------------------------------
+
+#define SMOKE_FAIL(...)                                   \
+  do {                                                    \
+    char m_[512];                                         \
+    snprintf(m_, sizeof m_, __VA_ARGS__);                 \
+    rk.error = m_;                                        \
+    return;                                               \
+  } while (0)
+
+#if SMOKE_GPU
+#define HIP_OK(call)                                                                        \
+  do {                                                                                      \
+    hipError_t e_ = (call);                                                                 \
+    if (e_ != hipSuccess) SMOKE_FAIL("%s: %s", #call, hipGetErrorString(e_));               \
+  } while (0)
+#endif
+
+static bool g_info = false;
+
+// RCCL's logger, for the plugin's WARN and (NCCL_DEBUG=INFO) INFO lines.
+static void smoke_logger(int level, unsigned long, const char*, int, const char* fmt, ...) {
+  if (level > GIN_SMOKE_LOG_INFO || (level == GIN_SMOKE_LOG_INFO && !g_info)) return;
+  char buf[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "gin-smoke: plugin %s: %s\n", level == GIN_SMOKE_LOG_INFO ? "INFO" : "WARN", buf);
+}
+
+// Threads standing in for ranks: an allgather of listen handles and barriers
+// that give up after a while, so a rank that failed never leaves the others
+// hanging.
+struct Exchange {
+  std::mutex m;
+  std::condition_variable cv;
+  int n = 0, arrived = 0, generation = 0;
+  bool broken = false;
+  std::vector<std::vector<uint8_t>> handles;
+  bool barrier() {
+    std::unique_lock<std::mutex> l(m);
+    if (broken) return false;
+    int gen = generation;
+    if (++arrived == n) {
+      arrived = 0;
+      ++generation;
+      cv.notify_all();
+      return true;
+    }
+    if (!cv.wait_for(l, std::chrono::seconds(120), [&] { return generation != gen || broken; }) || broken) {
+      broken = true;
+      cv.notify_all();
+      return false;
+    }
+    return true;
+  }
+  void fail() {
+    std::lock_guard<std::mutex> l(m);
+    broken = true;
+    cv.notify_all();
+  }
+};
+
+struct Rank {
+  int rank = 0, gpu = 0, dev = 0;
+  std::string nic, error, dev_error;
+  int family = -1, signal_mode = -1, n_dci = 0;
+  bool has_error = false;
+  double tick_ns = 1.0;
+  bool ran = false;  // the kernel ran and `rec` holds what it recorded
+  RankRecord rec = {};
+};
+
+struct Options {
+  std::vector<int> gpus{0, 0};
+  std::vector<int> devs;  // NIC (plugin device index) per rank; empty: automatic
+  uint64_t bytes = 4096;
+  bool plant_fault = false;
+};
+
+static const char* family_name(int f) {
+  return f == RUST_GIN_FAMILY_MLX5 ? "mlx5" : f == RUST_GIN_FAMILY_BNXT ? "bnxt_re" : f == RUST_GIN_FAMILY_IONIC ? "ionic" : "?";
+}
+
+static void copy_from_device(void* dst, const void* src, size_t n) {
+#if SMOKE_GPU
+  (void)hipMemcpy(dst, src, n, hipMemcpyDefault);
+#else
+  memcpy(dst, src, n);
+#endif
+}
+
+static void run_rank(Rank& rk, const Options& o, Exchange& ex) {
+  const ncclGin_v14_t& v = ncclGinRustPlugin_v14;
+  const int n = static_cast<int>(o.gpus.size());
+  struct Fail {
+    Exchange& ex;
+    Rank& rk;
+    ~Fail() {
+      if (!rk.error.empty()) ex.fail();
+    }
+  } on_fail{ex, rk};
+#if SMOKE_GPU
+  HIP_OK(hipSetDevice(rk.gpu));
+  int khz = 0;
+#if HIP_VERSION_MAJOR >= 6
+  if (hipDeviceGetAttribute(&khz, hipDeviceAttributeWallClockRate, rk.gpu) != hipSuccess) khz = 0;
+#endif
+  // wall_clock64 (s_memrealtime) runs at 100 MHz on gfx90a, gfx942, gfx950.
+  rk.tick_ns = 1e6 / (khz > 0 ? khz : 100000);
+#endif
+  void* ctx = nullptr;
+  if (v.init(&ctx, 0x534d4f4b45ull /* "SMOKE" */, smoke_logger) != GIN_SMOKE_NCCL_SUCCESS) SMOKE_FAIL("init failed");
+  int ndev = 0;
+  if (v.devices(&ndev) != GIN_SMOKE_NCCL_SUCCESS || ndev < 1) SMOKE_FAIL("devices: no NIC (%d)", ndev);
+  rk.dev = o.devs.empty() ? (o.gpus[rk.rank] == o.gpus[0] ? 0 : rk.rank) % ndev : o.devs[rk.rank];
+  if (rk.dev >= ndev) SMOKE_FAIL("NIC %d asked, the plugin has %d", rk.dev, ndev);
+  ncclNetProperties_v12_t props;
+  memset(&props, 0, sizeof props);
+  if (v.getProperties(rk.dev, &props) != GIN_SMOKE_NCCL_SUCCESS) SMOKE_FAIL("getProperties(%d) failed", rk.dev);
+  rk.nic = props.name ? props.name : "?";
+  if (static_cast<uint32_t>(props.netDeviceVersion) != RUST_GIN_DEVICE_ABI_VERSION)
+    SMOKE_FAIL("device ABI %d, this program was built for %d: rebuild it against the same tree",
+               props.netDeviceVersion, RUST_GIN_DEVICE_ABI_VERSION);
+  std::vector<uint8_t> handle(GIN_SMOKE_NET_HANDLE_MAXSIZE);
+  void* lc = nullptr;
+  if (v.listen(ctx, rk.dev, handle.data(), &lc) != GIN_SMOKE_NCCL_SUCCESS) SMOKE_FAIL("listen failed");
+  ex.handles[rk.rank] = handle;
+  if (!ex.barrier()) SMOKE_FAIL("another rank failed before connect");
+  std::vector<std::vector<uint8_t>> all = ex.handles;
+  std::vector<void*> ptrs;
+  for (auto& hd : all) ptrs.push_back(hd.data());
+  if (!ex.barrier()) SMOKE_FAIL("another rank failed at connect");
+  void* coll = nullptr;
+  if (v.connect(ctx, ptrs.data(), n, rk.rank, lc, &coll) != GIN_SMOKE_NCCL_SUCCESS) SMOKE_FAIL("connect failed");
+  v.closeListen(lc);
+  ncclGinConfig_v14_t cfg = {2 * n, 1, 1, 128, -1, 0, 1};
+  void* gctx = nullptr;
+  ncclNetDeviceHandle_v11_t* dh = nullptr;
+  if (v.createContext(coll, &cfg, &gctx, &dh) != GIN_SMOKE_NCCL_SUCCESS || !dh || !dh->handle)
+    SMOKE_FAIL("createContext failed");
+  rust_gin_handle hh;
+  copy_from_device(&hh, dh->handle, sizeof hh);
+  rust_gin_context c0;
+  copy_from_device(&c0, reinterpret_cast<const void*>(hh.contexts), sizeof c0);
+  rk.family = static_cast<int>(c0.family);
+  rk.signal_mode = static_cast<int>(c0.signal_mode);
+  rk.n_dci = static_cast<int>(c0.n_dci);
+
+  // Windows in GPU memory, as RCCL's: the source holds both kinds, the
+  // destination a region per (sender, kind).
+  const size_t src_len = 2 * o.bytes, dst_len = 2 * o.bytes * n;
+  std::vector<uint8_t> src_host(src_len);
+  for (uint64_t i = 0; i < o.bytes; ++i) {
+    src_host[i] = pattern(rk.rank, 0, i);
+    src_host[o.bytes + i] = pattern(rk.rank, 1, i);
+  }
+  uint8_t *src = nullptr, *dst = nullptr;
+  uint32_t* abort_flag = nullptr;
+  RankRecord* rec = nullptr;
+  const size_t rec_len = sizeof(RankRecord);
+#if SMOKE_GPU
+  HIP_OK(hipMalloc(&src, src_len));
+  HIP_OK(hipMalloc(&dst, dst_len));
+  HIP_OK(hipMemcpy(src, src_host.data(), src_len, hipMemcpyHostToDevice));
+  HIP_OK(hipMemset(dst, 0, dst_len));
+  HIP_OK(hipHostMalloc(&abort_flag, sizeof(uint32_t), hipHostMallocCoherent));
+  HIP_OK(hipHostMalloc(&rec, rec_len, hipHostMallocCoherent));
+#else
+  src = static_cast<uint8_t*>(aligned_alloc(4096, (src_len + 4095) & ~size_t{4095}));
+  dst = static_cast<uint8_t*>(aligned_alloc(4096, (dst_len + 4095) & ~size_t{4095}));
+  abort_flag = new uint32_t;
+  rec = new RankRecord;
+  memcpy(src, src_host.data(), src_len);
+  memset(dst, 0, dst_len);
+#endif
+  *abort_flag = 0;
+  memset(rec, 0, rec_len);
+  void *smh = nullptr, *sgh = nullptr, *dmh = nullptr, *dgh = nullptr;
+  if (v.regMrSym(coll, src, src_len, GIN_SMOKE_PTR_CUDA, 0, &smh, &sgh) != GIN_SMOKE_NCCL_SUCCESS ||
+      v.regMrSym(coll, dst, dst_len, GIN_SMOKE_PTR_CUDA, 0, &dmh, &dgh) != GIN_SMOKE_NCCL_SUCCESS)
+    SMOKE_FAIL("regMrSym failed");
+  // Every window registered everywhere before any put can land.
+  if (!ex.barrier()) SMOKE_FAIL("another rank failed before the kernel");
+
+  KernelArgs a = {dh->handle, sgh, dgh, dst, static_cast<uint32_t>(rk.rank), static_cast<uint32_t>(n), o.bytes,
+                  abort_flag, o.plant_fault ? 1u : 0u, rec};
+#if SMOKE_GPU
+  hipStream_t stream;
+  HIP_OK(hipStreamCreateWithFlags(&stream, hipStreamNonBlocking));
+  hipLaunchKernelGGL(gin_smoke_kernel, dim3(1), dim3(1), 0, stream, a);
+  HIP_OK(hipGetLastError());
+  HIP_OK(hipStreamSynchronize(stream));
+  HIP_OK(hipStreamDestroy(stream));
+#else
+  gin_smoke_kernel(a);  // the kernel body on this rank's thread: a one-lane wave
+#endif
+  rk.rec = *rec;
+  rk.ran = true;
+  bool has = false;
+  v.queryLastError(gctx, &has);
+  rk.has_error = has;
+  if (has) {
+    rust_gin_error e;
+    copy_from_device(&e, reinterpret_cast<const void*>(hh.error), sizeof e);
+    char m[256];
+    snprintf(m, sizeof m, "device error record: code %u, peer %u, qpn 0x%x, wqe %u, syndrome 0x%x, wait %u, expected %llu, "
+             "observed %llu", e.code, e.peer, e.qpn, e.wqe_index, e.syndrome, e.wait_kind,
+             (unsigned long long)e.expected, (unsigned long long)e.observed);
+    rk.dev_error = m;
+  }
+  // No rank tears down while a peer may still be writing into its windows.
+  const bool all_done = ex.barrier();
+  v.deregMrSym(coll, smh);
+  v.deregMrSym(coll, dmh);
+  v.destroyContext(gctx);
+  v.closeColl(coll);
+  v.finalize(ctx);
+#if SMOKE_GPU
+  (void)hipFree(src);
+  (void)hipFree(dst);
+  (void)hipHostFree(abort_flag);
+  (void)hipHostFree(rec);
+#else
+  free(src);
+  free(dst);
+  delete abort_flag;
+  delete rec;
+#endif
+  if (!all_done) SMOKE_FAIL("another rank failed after the kernel");
+}
+
+static std::vector<int> int_list(const char* s) {
+  std::vector<int> out;
+  for (const char* p = s; *p;) {
+    char* end;
+    long x = strtol(p, &end, 10);
+    if (end == p || x < 0) return {};
+    out.push_back(static_cast<int>(x));
+    p = *end == ',' ? end + 1 : end;
+    if (*end && *end != ',') return {};
+  }
+  return out;
+}
+
+static void usage() {
+  fprintf(stderr,
+          "usage: gin-smoke [--gpus A,B,...] [--two-gpu] [--nics I,J,...] [--bytes N]\n"
+          "  --gpus     the GPU of each rank (default 0,0: two ranks on GPU 0, the NIC in loopback)\n"
+          "  --two-gpu  --gpus 0,1: rank 1 on the second GPU and, by default, the plugin's second NIC\n"
+          "  --nics     the plugin device (listen's dev) of each rank (default: 0 for ranks on GPU 0's\n"
+          "             GPU, else the rank's index)\n"
+          "  --bytes    bytes per put (default 4096)\n"
+          "Every rank puts to every rank, itself included. RCCL_RUST_GIN_* variables apply.\n");
+}
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    const char* val = i + 1 < argc ? argv[i + 1] : "";
+    if (arg == "--gpus") {
+      o.gpus = int_list(val), ++i;
+    } else if (arg == "--two-gpu") {
+      o.gpus = {0, 1};
+    } else if (arg == "--nics") {
+      o.devs = int_list(val), ++i;
+    } else if (arg == "--bytes") {
+      o.bytes = strtoull(val, nullptr, 0), ++i;
+    } else if (arg == "--plant-fault") {
+      o.plant_fault = true;  // tests/gin_smoke.rs: the byte check must be able to fail
+    } else {
+      usage();
+      return arg == "--help" || arg == "-h" ? 0 : 2;
+    }
+  }
+  const int n = static_cast<int>(o.gpus.size());
+  if (n < 1 || n > kMaxRanks || o.bytes < 1 || o.bytes > (64u << 20) || (!o.devs.empty() && o.devs.size() != o.gpus.size())) {
+    usage();
+    return 2;
+  }
+  const char* dbg = getenv("NCCL_DEBUG");
+  g_info = dbg && (!strcmp(dbg, "INFO") || !strcmp(dbg, "TRACE"));
+  // A smoke test should fail within seconds, not RCCL's minute.
+  setenv("RCCL_RUST_GIN_TIMEOUT_MS", "10000", 0);
+  // The plugin serves only the GIN type RCCL would select it as (8, or the
+  // RUST_GIN_TYPE it was built with: then set NCCL_GIN_TYPE to that).
+  setenv("NCCL_GIN_TYPE", "8", 0);
+#if SMOKE_GPU
+  int ngpu = 0;
+  hipError_t e = hipGetDeviceCount(&ngpu);
+  if (e != hipSuccess || ngpu == 0) {
+    fprintf(stderr, "gin-smoke: no HIP device (hipGetDeviceCount: %s, %d devices)\n", hipGetErrorString(e), ngpu);
+    return 2;
+  }
+  for (int g : o.gpus)
+    if (g >= ngpu) {
+      fprintf(stderr, "gin-smoke: GPU %d asked, %d present\n", g, ngpu);
+      return 2;
+    }
+  printf("gin-smoke: GPU build, wall_clock64 timestamps; provider %s\n",
+         getenv("RCCL_RUST_GIN_PROVIDER") ? getenv("RCCL_RUST_GIN_PROVIDER") : "mlx5 (default)");
+#else
+  const char* prov = getenv("RCCL_RUST_GIN_PROVIDER");
+  if (!prov || strcmp(prov, "emu") != 0) {
+    fprintf(stderr, "gin-smoke: the x86-64 build runs on the emulated NIC only: set RCCL_RUST_GIN_PROVIDER=emu\n");
+    return 2;
+  }
+  printf("gin-smoke: x86-64 build on the EMULATED NIC: the kernel body runs on each rank's CPU thread against the "
+         "device library's x86-64 build; times are host ns, not a GPU's. NOT a GPU or NIC check.\n");
+#endif
+  bool loopback = true;
+  for (int g : o.gpus) loopback = loopback && g == o.gpus[0];
+  Exchange ex;
+  ex.n = n;
+  ex.handles.resize(n);
+  std::vector<Rank> ranks(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    ranks[r].rank = r;
+    ranks[r].gpu = o.gpus[r];
+    threads.emplace_back([&, r] { run_rank(ranks[r], o, ex); });
+  }
+  for (auto& t : threads) t.join();
+
+  int failures = 0;
+  auto us = [](const Rank& rk, uint64_t a, uint64_t b) { return b >= a ? (b - a) * rk.tick_ns / 1000.0 : -1.0; };
+  for (const Rank& rk : ranks) {
+    printf("gin-smoke: rank %d: GPU %d, NIC %s (dev %d), family %s, signals %s, %s\n", rk.rank, rk.gpu, rk.nic.c_str(),
+           rk.dev, family_name(rk.family), rk.signal_mode == RUST_GIN_SIGNAL_MODE_WRITE ? "write" : "atomic",
+           rk.n_dci ? "DC" : "RC");
+    if (!rk.error.empty()) {
+      printf("gin-smoke: FAIL rank %d: %s\n", rk.rank, rk.error.c_str());
+      ++failures;
+      if (!rk.ran) continue;
+    }
+    if (rk.has_error) {
+      printf("gin-smoke: FAIL rank %d: queryLastError: %s\n", rk.rank, rk.dev_error.c_str());
+      ++failures;
+    }
+  }
+  for (const Rank& rk : ranks) {
+    if (!rk.ran) continue;
+    for (int p = 0; p < n; ++p) {
+      const PeerRecord& s = rk.rec.peer[p];
+      const Rank& to = ranks[p];
+      const bool to_ok = to.ran;
+      const PeerRecord& rv = to_ok ? to.rec.peer[rk.rank] : s;
+      const bool ok = s.put_status == 0 && s.cqe_status == 0 && to_ok && rv.signal_status == 0 && rv.bad_bytes == 0;
+      printf("gin-smoke: rank %d -> %d put+signal %llu B: posted %.2f us, CQE %.2f us | at rank %d: signal %s at "
+             "+%.2f us of its kernel, bytes %s",
+             rk.rank, p, (unsigned long long)o.bytes, us(rk, s.put_begin, s.put_end), us(rk, s.put_begin, s.put_cqe), p,
+             to_ok && rv.signal_status == 0 ? "seen" : "NOT seen",
+             to_ok ? us(to, to.rec.kernel_begin, rv.signal_seen) : -1.0,
+             to_ok && rv.bad_bytes == 0 ? "ok" : "DIFFER");
+      if (!ok) {
+        printf(" -- FAIL (put %d, CQE %d, signal wait %d, %u bytes differ, first at %d)", s.put_status, s.cqe_status,
+               to_ok ? rv.signal_status : -1, to_ok ? rv.bad_bytes : 0, to_ok ? (int)rv.first_bad : -1);
+        ++failures;
+      }
+      printf("\n");
+      if (s.staged_status == -1) {
+        printf("gin-smoke: rank %d -> %d stages: NOT MEASURED (%s %s: the staged write uses mlx5 RC queues)\n", rk.rank,
+               p, family_name(rk.family), rk.n_dci ? "DC" : "RC");
+        continue;
+      }
+      const bool sok = s.staged_status == 0 && s.staged_signal_status == 0 && to_ok && rv.staged_wait_status == 0 &&
+                       rv.staged_bad_bytes == 0;
+      printf("gin-smoke: rank %d -> %d stages (RDMA WRITE %llu B): reserve+WQE written %.2f us, doorbell %.2f us, "
+             "CQE %.2f us, total %.2f us | at rank %d: bytes %s",
+             rk.rank, p, (unsigned long long)o.bytes, us(rk, s.st_begin, s.st_written), us(rk, s.st_written, s.st_doorbell),
+             us(rk, s.st_doorbell, s.st_cqe), us(rk, s.st_begin, s.st_cqe), p,
+             to_ok && rv.staged_bad_bytes == 0 && rv.staged_wait_status == 0 ? "ok" : "DIFFER");
+      if (!sok) {
+        printf(" -- FAIL (post %d, signal %d, wait %d, %u bytes differ)", s.staged_status, s.staged_signal_status,
+               to_ok ? rv.staged_wait_status : -1, to_ok ? rv.staged_bad_bytes : 0);
+        ++failures;
+      }
+      printf("\n");
+    }
+  }
+  if (failures) {
+    printf("gin-smoke: FAIL: %d check(s) failed\n", failures);
+    return 1;
+  }
+  const bool staged = ranks[0].family == RUST_GIN_FAMILY_MLX5 && ranks[0].n_dci == 0;
+  printf("gin-smoke: PASS: %d ranks (%s), %d puts with signals, %d staged writes, every byte checked\n", n,
+         loopback ? (n > 1 ? "one GPU, NIC loopback" : "one rank to itself") : "across GPUs and NICs", n * n,
+         staged ? n * n : 0);
+  return 0;
+}
