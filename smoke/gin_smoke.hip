@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <mutex>
 #include <string>
@@ -49,18 +50,21 @@
 // ---- what a kernel records -------------------------------------------------
 
 // Times are wall_clock64() ticks (GPU) or host nanoseconds (x86-64 build).
+// Round 0 is the cold one (first doorbell, first CQE, cold caches and TLBs);
+// later rounds are the warm figures.
+constexpr int kMaxRanks = 8, kMaxRounds = 16;
 struct PeerRecord {
-  // Sender side, to this peer.
+  // Sender side, to this peer: the first status that was not RUST_GIN_OK.
   int32_t put_status, cqe_status, staged_status, staged_signal_status;
-  uint64_t put_begin, put_end, put_cqe;                  // rust_gin_put; flush_async + wait returned
-  uint64_t st_begin, st_written, st_doorbell, st_cqe;     // post_deferred, ring, quiet returned
-  // Receiver side, from this peer.
+  uint64_t put_begin[kMaxRounds], put_end[kMaxRounds], put_cqe[kMaxRounds];  // put; flush_async + wait returned
+  uint64_t st_begin[kMaxRounds], st_written[kMaxRounds], st_doorbell[kMaxRounds],
+      st_cqe[kMaxRounds];  // post_deferred, ring, quiet returned
+  // Receiver side, from this peer, after every round.
   int32_t signal_status, staged_wait_status;
   uint64_t signal_seen, staged_seen;
   uint32_t bad_bytes, first_bad, staged_bad_bytes, staged_first_bad;
 };
 
-constexpr int kMaxRanks = 8;
 struct RankRecord {
   uint64_t kernel_begin;  // receive times print relative to it: GPUs' clocks differ
   PeerRecord peer[kMaxRanks];
@@ -71,7 +75,7 @@ struct KernelArgs {
   const void* src_win;   // ginHandle of the source window
   const void* dst_win;   // ginHandle of the destination window
   const uint8_t* dst;    // this rank's destination window (local address)
-  uint32_t me, nranks;
+  uint32_t me, nranks, rounds;
   uint64_t bytes;
   const uint32_t* abort_flag;
   uint32_t plant_fault;  // test only: expect a wrong byte, so the check must fail
@@ -83,9 +87,10 @@ __host__ __device__ static inline uint8_t pattern(uint32_t r, uint32_t kind, uin
   return static_cast<uint8_t>(r * 97u + kind * 61u + i * 7u + 1u);
 }
 
-// Destination layout: sender q's kind-k bytes at (2q + k) * bytes.
-__host__ __device__ static inline uint64_t dst_off(uint32_t q, uint32_t kind, uint64_t bytes) {
-  return (2ull * q + kind) * bytes;
+// Destination layout: round r's kind-k bytes from sender q at
+// ((r * nranks + q) * 2 + k) * bytes: no round overwrites another's.
+__host__ __device__ static inline uint64_t dst_off(uint32_t r, uint32_t n, uint32_t q, uint32_t kind, uint64_t bytes) {
+  return ((static_cast<uint64_t>(r) * n + q) * 2 + kind) * bytes;
 }
 
 __device__ static inline uint64_t now() {
@@ -115,7 +120,8 @@ __device__ static uint32_t check(const uint8_t* got, uint32_t q, uint32_t kind, 
 
 // The staged write's request: src kind 1 to the peer's dst region (me, 1),
 // with the keys of the context's rail (abi/gin.h).
-__device__ static rust_gin_mlx5_request staged_request(const KernelArgs& a, const rust_gin_context& c, uint32_t p) {
+__device__ static rust_gin_mlx5_request staged_request(const KernelArgs& a, const rust_gin_context& c, uint32_t p,
+                                                      uint32_t round) {
   const rust_gin_window* s = static_cast<const rust_gin_window*>(a.src_win);
   const rust_gin_window* d = static_cast<const rust_gin_window*>(a.dst_win);
   const rust_gin_window_peer& dp =
@@ -127,8 +133,12 @@ __device__ static rust_gin_mlx5_request staged_request(const KernelArgs& a, cons
   r.lkey = reinterpret_cast<const uint32_t*>(s->lkeys)[c.rail];
   r.rkey = dp.rkey;
   r.laddr = s->local_base + a.bytes;  // kind 1 sits after kind 0
-  r.raddr = dp.base + dst_off(a.me, 1, a.bytes);
+  r.raddr = dp.base + dst_off(round, a.nranks, a.me, 1, a.bytes);
   return r;
+}
+
+__device__ static inline void keep_first(int32_t& status, int32_t s) {
+  if (status == RUST_GIN_OK) status = s;
 }
 
 __global__ void gin_smoke_kernel(KernelArgs a) {
@@ -139,45 +149,61 @@ __global__ void gin_smoke_kernel(KernelArgs a) {
   a.rec->kernel_begin = now();
   for (uint32_t p = 0; p < a.nranks; ++p) {
     PeerRecord& r = a.rec->peer[p];
-    rust_gin_signal sig = {RUST_GIN_SIGNAL_INDEXED, RUST_GIN_SIGNAL_OP_ADD, 1, a.me, nullptr, 0};
-    r.put_begin = now();
-    r.put_status = rust_gin_put(a.handle, ctx, p, a.dst_win, dst_off(a.me, 0, a.bytes), a.src_win, 0, a.bytes, sig,
-                                0, 0, 0);
-    r.put_end = now();
-    r.cqe_status = r.put_status;
-    if (r.put_status == RUST_GIN_OK) {
-      rust_gin_request req;
-      r.cqe_status = rust_gin_flush_async(a.handle, ctx, p, &req);
-      if (r.cqe_status == RUST_GIN_OK) r.cqe_status = rust_gin_wait(a.handle, req, a.abort_flag, 0);
+    r.put_status = r.cqe_status = r.staged_status = r.staged_signal_status = RUST_GIN_OK;
+    if (!staged) r.staged_status = r.staged_signal_status = -1;  // -1: not run (not mlx5 RC)
+  }
+  for (uint32_t round = 0; round < a.rounds; ++round) {
+    for (uint32_t p = 0; p < a.nranks; ++p) {
+      PeerRecord& r = a.rec->peer[p];
+      rust_gin_signal sig = {RUST_GIN_SIGNAL_INDEXED, RUST_GIN_SIGNAL_OP_ADD, 1, a.me, nullptr, 0};
+      r.put_begin[round] = now();
+      int s = rust_gin_put(a.handle, ctx, p, a.dst_win, dst_off(round, a.nranks, a.me, 0, a.bytes), a.src_win, 0,
+                           a.bytes, sig, 0, 0, 0);
+      r.put_end[round] = now();
+      keep_first(r.put_status, s);
+      if (s == RUST_GIN_OK) {
+        rust_gin_request req;
+        s = rust_gin_flush_async(a.handle, ctx, p, &req);
+        if (s == RUST_GIN_OK) s = rust_gin_wait(a.handle, req, a.abort_flag, 0);
+      }
+      r.put_cqe[round] = now();
+      keep_first(r.cqe_status, s);
+      if (!staged) continue;
+      const rust_gin_mlx5_sq* sq = &reinterpret_cast<const rust_gin_peer*>(c.peers)[p].sq;
+      const rust_gin_mlx5_request req = staged_request(a, c, p, round);
+      r.st_begin[round] = now();
+      s = rust_gin_mlx5_post_deferred(sq, &req, 1);
+      r.st_written[round] = now();
+      if (s == RUST_GIN_OK) {
+        rust_gin_mlx5_ring(sq);
+        r.st_doorbell[round] = now();
+        s = rust_gin_mlx5_quiet(sq);
+        r.st_cqe[round] = now();
+      }
+      keep_first(r.staged_status, s);
+      // Behind the write on the same RC queue: seen only after it landed.
+      rust_gin_signal ssig = {RUST_GIN_SIGNAL_INDEXED, RUST_GIN_SIGNAL_OP_ADD, 1, a.nranks + a.me, nullptr, 0};
+      keep_first(r.staged_signal_status, s == RUST_GIN_OK ? rust_gin_signal_peer(a.handle, ctx, p, ssig, 0) : s);
     }
-    r.put_cqe = now();
-    r.staged_status = r.staged_signal_status = -1;  // -1: not run (not mlx5 RC)
-    if (!staged) continue;
-    const rust_gin_mlx5_sq* sq = &reinterpret_cast<const rust_gin_peer*>(c.peers)[p].sq;
-    const rust_gin_mlx5_request req = staged_request(a, c, p);
-    r.st_begin = now();
-    r.staged_status = rust_gin_mlx5_post_deferred(sq, &req, 1);
-    r.st_written = now();
-    if (r.staged_status == RUST_GIN_OK) {
-      rust_gin_mlx5_ring(sq);
-      r.st_doorbell = now();
-      r.staged_status = rust_gin_mlx5_quiet(sq);
-      r.st_cqe = now();
-    }
-    rust_gin_signal ssig = {RUST_GIN_SIGNAL_INDEXED, RUST_GIN_SIGNAL_OP_ADD, 1, a.nranks + a.me, nullptr, 0};
-    r.staged_signal_status =
-        r.staged_status == RUST_GIN_OK ? rust_gin_signal_peer(a.handle, ctx, p, ssig, 0) : r.staged_status;
   }
   for (uint32_t q = 0; q < a.nranks; ++q) {
     PeerRecord& r = a.rec->peer[q];
-    r.signal_status = rust_gin_signal_wait(a.handle, ctx, q, 1, a.abort_flag, 0);
+    r.signal_status = rust_gin_signal_wait(a.handle, ctx, q, a.rounds, a.abort_flag, 0);
     r.signal_seen = now();
-    r.bad_bytes = check(a.dst + dst_off(q, 0, a.bytes), q, 0, a.bytes, a.plant_fault, &r.first_bad);
-    r.staged_wait_status = -1;
-    if (!staged) continue;
-    r.staged_wait_status = rust_gin_signal_wait(a.handle, ctx, a.nranks + q, 1, a.abort_flag, 0);
+    r.staged_wait_status = staged ? rust_gin_signal_wait(a.handle, ctx, a.nranks + q, a.rounds, a.abort_flag, 0) : -1;
     r.staged_seen = now();
-    r.staged_bad_bytes = check(a.dst + dst_off(q, 1, a.bytes), q, 1, a.bytes, 0, &r.staged_first_bad);
+    r.bad_bytes = r.staged_bad_bytes = 0;
+    r.first_bad = r.staged_first_bad = 0xffffffffu;
+    for (uint32_t round = 0; round < a.rounds; ++round) {
+      uint32_t first;
+      uint32_t bad = check(a.dst + dst_off(round, a.nranks, q, 0, a.bytes), q, 0, a.bytes, a.plant_fault, &first);
+      if (bad && !r.bad_bytes) r.first_bad = first;
+      r.bad_bytes += bad;
+      if (!staged) continue;
+      bad = check(a.dst + dst_off(round, a.nranks, q, 1, a.bytes), q, 1, a.bytes, 0, &first);
+      if (bad && !r.staged_bad_bytes) r.staged_first_bad = first;
+      r.staged_bad_bytes += bad;
+    }
   }
 }
 
@@ -259,6 +285,7 @@ struct Options {
   std::vector<int> gpus{0, 0};
   std::vector<int> devs;  // NIC (plugin device index) per rank; empty: automatic
   uint64_t bytes = 4096;
+  uint32_t rounds = 3;  // round 0 cold, the rest warm
   bool plant_fault = false;
 };
 
@@ -333,7 +360,7 @@ static void run_rank(Rank& rk, const Options& o, Exchange& ex) {
 
   // Windows in GPU memory, as RCCL's: the source holds both kinds, the
   // destination a region per (sender, kind).
-  const size_t src_len = 2 * o.bytes, dst_len = 2 * o.bytes * n;
+  const size_t src_len = 2 * o.bytes, dst_len = 2 * o.bytes * n * o.rounds;
   std::vector<uint8_t> src_host(src_len);
   for (uint64_t i = 0; i < o.bytes; ++i) {
     src_host[i] = pattern(rk.rank, 0, i);
@@ -367,7 +394,7 @@ static void run_rank(Rank& rk, const Options& o, Exchange& ex) {
   // Every window registered everywhere before any put can land.
   if (!ex.barrier()) SMOKE_FAIL("another rank failed before the kernel");
 
-  KernelArgs a = {dh->handle, sgh, dgh, dst, static_cast<uint32_t>(rk.rank), static_cast<uint32_t>(n), o.bytes,
+  KernelArgs a = {dh->handle, sgh, dgh, dst, static_cast<uint32_t>(rk.rank), static_cast<uint32_t>(n), o.rounds, o.bytes,
                   abort_flag, o.plant_fault ? 1u : 0u, rec};
 #if SMOKE_GPU
   hipStream_t stream;
@@ -435,6 +462,7 @@ static void usage() {
           "  --nics     the plugin device (listen's dev) of each rank (default: 0 for ranks on GPU 0's\n"
           "             GPU, else the rank's index)\n"
           "  --bytes    bytes per put (default 4096)\n"
+          "  --rounds   rounds of every put (default 3, at most 16): the first is cold, the rest warm\n"
           "Every rank puts to every rank, itself included. RCCL_RUST_GIN_* variables apply.\n");
 }
 
@@ -451,6 +479,8 @@ int main(int argc, char** argv) {
       o.devs = int_list(val), ++i;
     } else if (arg == "--bytes") {
       o.bytes = strtoull(val, nullptr, 0), ++i;
+    } else if (arg == "--rounds") {
+      o.rounds = static_cast<uint32_t>(strtoul(val, nullptr, 0)), ++i;
     } else if (arg == "--plant-fault") {
       o.plant_fault = true;  // tests/gin_smoke.rs: the byte check must be able to fail
     } else {
@@ -459,7 +489,8 @@ int main(int argc, char** argv) {
     }
   }
   const int n = static_cast<int>(o.gpus.size());
-  if (n < 1 || n > kMaxRanks || o.bytes < 1 || o.bytes > (64u << 20) || (!o.devs.empty() && o.devs.size() != o.gpus.size())) {
+  if (n < 1 || n > kMaxRanks || o.bytes < 1 || o.bytes > (64u << 20) || o.rounds < 1 || o.rounds > kMaxRounds ||
+      2 * o.bytes * n * o.rounds > (1ull << 30) || (!o.devs.empty() && o.devs.size() != o.gpus.size())) {
     usage();
     return 2;
   }
@@ -508,7 +539,16 @@ int main(int argc, char** argv) {
   for (auto& t : threads) t.join();
 
   int failures = 0;
+  const uint32_t R = o.rounds;
   auto us = [](const Rank& rk, uint64_t a, uint64_t b) { return b >= a ? (b - a) * rk.tick_ns / 1000.0 : -1.0; };
+  // A span's microseconds in round 0 (cold) and the median of the others (warm).
+  auto span = [&](const Rank& rk, const uint64_t* from, const uint64_t* to, double* cold) {
+    *cold = us(rk, from[0], to[0]);
+    std::vector<double> w;
+    for (uint32_t i = 1; i < R; ++i) w.push_back(us(rk, from[i], to[i]));
+    std::sort(w.begin(), w.end());
+    return w.empty() ? -1.0 : w[(w.size() - 1) / 2];
+  };
   for (const Rank& rk : ranks) {
     printf("gin-smoke: rank %d: GPU %d, NIC %s (dev %d), family %s, signals %s, %s\n", rk.rank, rk.gpu, rk.nic.c_str(),
            rk.dev, family_name(rk.family), rk.signal_mode == RUST_GIN_SIGNAL_MODE_WRITE ? "write" : "atomic",
@@ -531,11 +571,13 @@ int main(int argc, char** argv) {
       const bool to_ok = to.ran;
       const PeerRecord& rv = to_ok ? to.rec.peer[rk.rank] : s;
       const bool ok = s.put_status == 0 && s.cqe_status == 0 && to_ok && rv.signal_status == 0 && rv.bad_bytes == 0;
-      printf("gin-smoke: rank %d -> %d put+signal %llu B: posted %.2f us, CQE %.2f us | at rank %d: signal %s at "
-             "+%.2f us of its kernel, bytes %s",
-             rk.rank, p, (unsigned long long)o.bytes, us(rk, s.put_begin, s.put_end), us(rk, s.put_begin, s.put_cqe), p,
-             to_ok && rv.signal_status == 0 ? "seen" : "NOT seen",
-             to_ok ? us(to, to.rec.kernel_begin, rv.signal_seen) : -1.0,
+      double posted, cqe;
+      const double wposted = span(rk, s.put_begin, s.put_end, &posted), wcqe = span(rk, s.put_begin, s.put_cqe, &cqe);
+      printf("gin-smoke: rank %d -> %d put+signal %llu B x%u: cold: posted %.2f us, CQE %.2f us", rk.rank, p,
+             (unsigned long long)o.bytes, R, posted, cqe);
+      if (R > 1) printf("; warm: posted %.2f us, CQE %.2f us", wposted, wcqe);
+      printf(" | at rank %d: signals %s at +%.2f us of its kernel, bytes %s", p,
+             to_ok && rv.signal_status == 0 ? "seen" : "NOT seen", to_ok ? us(to, to.rec.kernel_begin, rv.signal_seen) : -1.0,
              to_ok && rv.bad_bytes == 0 ? "ok" : "DIFFER");
       if (!ok) {
         printf(" -- FAIL (put %d, CQE %d, signal wait %d, %u bytes differ, first at %d)", s.put_status, s.cqe_status,
@@ -550,11 +592,13 @@ int main(int argc, char** argv) {
       }
       const bool sok = s.staged_status == 0 && s.staged_signal_status == 0 && to_ok && rv.staged_wait_status == 0 &&
                        rv.staged_bad_bytes == 0;
-      printf("gin-smoke: rank %d -> %d stages (RDMA WRITE %llu B): reserve+WQE written %.2f us, doorbell %.2f us, "
-             "CQE %.2f us, total %.2f us | at rank %d: bytes %s",
-             rk.rank, p, (unsigned long long)o.bytes, us(rk, s.st_begin, s.st_written), us(rk, s.st_written, s.st_doorbell),
-             us(rk, s.st_doorbell, s.st_cqe), us(rk, s.st_begin, s.st_cqe), p,
-             to_ok && rv.staged_bad_bytes == 0 && rv.staged_wait_status == 0 ? "ok" : "DIFFER");
+      double wr, db, cq;
+      const double wwr = span(rk, s.st_begin, s.st_written, &wr), wdb = span(rk, s.st_written, s.st_doorbell, &db),
+                   wcq = span(rk, s.st_doorbell, s.st_cqe, &cq);
+      printf("gin-smoke: rank %d -> %d stages (RDMA WRITE %llu B x%u): cold: reserve+WQE written %.2f us, doorbell %.2f us, "
+             "CQE %.2f us", rk.rank, p, (unsigned long long)o.bytes, R, wr, db, cq);
+      if (R > 1) printf("; warm: reserve+WQE written %.2f us, doorbell %.2f us, CQE %.2f us", wwr, wdb, wcq);
+      printf(" | at rank %d: bytes %s", p, to_ok && rv.staged_bad_bytes == 0 && rv.staged_wait_status == 0 ? "ok" : "DIFFER");
       if (!sok) {
         printf(" -- FAIL (post %d, signal %d, wait %d, %u bytes differ)", s.staged_status, s.staged_signal_status,
                to_ok ? rv.staged_wait_status : -1, to_ok ? rv.staged_bad_bytes : 0);
@@ -569,7 +613,7 @@ int main(int argc, char** argv) {
   }
   const bool staged = ranks[0].family == RUST_GIN_FAMILY_MLX5 && ranks[0].n_dci == 0;
   printf("gin-smoke: PASS: %d ranks (%s), %d puts with signals, %d staged writes, every byte checked\n", n,
-         loopback ? (n > 1 ? "one GPU, NIC loopback" : "one rank to itself") : "across GPUs and NICs", n * n,
-         staged ? n * n : 0);
+         loopback ? (n > 1 ? "one GPU, NIC loopback" : "one rank to itself") : "across GPUs and NICs", n * n * R,
+         staged ? n * n * R : 0);
   return 0;
 }
