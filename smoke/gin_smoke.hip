@@ -45,6 +45,7 @@
 #include "gin_v14.h"
 #include "rust_gin/mlx5/api.h"
 #include "rust_gin/mlx5/wire.h"
+#include "rust_gin/port/stage.h"
 #include "rust_gin/rust_gin_device.h"
 
 // ---- what a kernel records -------------------------------------------------
@@ -102,6 +103,34 @@ __device__ static inline uint64_t now() {
   return rust_gin_host_clock_ns();
 #endif
 }
+
+// ---- the library's stage hooks (built with --stage-hooks) ---------------------
+
+// With RUST_GIN_STAGE_HOOKS the device library calls rust_gin_stage at each
+// step inside a post (port/stage.h): it appends to a log of the GPU (the host
+// build: of the process). Kernels of several ranks may share it (loopback);
+// the queue state each entry names tells them apart.
+struct StageEntry {
+  uint64_t t, index;
+  const void* state;
+  uint32_t stage, pad;
+};
+constexpr uint32_t kStageLog = 16384;
+#if defined(RUST_GIN_STAGE_HOOKS)
+constexpr bool kStageHooks = true;
+__device__ StageEntry g_stage_log[kStageLog];
+__device__ uint32_t g_stage_n;
+extern "C" __device__ void rust_gin_stage(uint32_t stage, const void* state, uint64_t index) {
+#if SMOKE_GPU
+  const uint32_t i = __hip_atomic_fetch_add(&g_stage_n, 1u, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+#else
+  const uint32_t i = __atomic_fetch_add(&g_stage_n, 1u, __ATOMIC_RELAXED);
+#endif
+  if (i < kStageLog) g_stage_log[i] = StageEntry{now(), index, state, stage, 0};
+}
+#else
+constexpr bool kStageHooks = false;
+#endif
 
 __device__ static uint32_t check(const uint8_t* got, uint32_t q, uint32_t kind, uint64_t bytes, uint32_t plant,
                                  uint32_t* first_bad) {
@@ -279,7 +308,40 @@ struct Rank {
   double tick_ns = 1.0;
   bool ran = false;  // the kernel ran and `rec` holds what it recorded
   RankRecord rec = {};
+  // Stage hooks: per peer and round, the ticks from the put's call to its
+  // reserve, publish (WQE written), doorbell and CQE; UINT64_MAX: not seen.
+  uint64_t hook[kMaxRanks][kMaxRounds][4];
 };
+
+#if defined(RUST_GIN_STAGE_HOOKS)
+// Finds each GIN put's stages in the hook log: the entries of the queue to
+// that peer between the call and its return (reserve: the first; publish and
+// doorbell: the last, after the signal's), and the first CQE consumed up to
+// what was published, before flush_async + wait returned.
+static void attribute_stages(Rank& rk, const std::vector<StageEntry>& log, const std::vector<const void*>& states,
+                             uint32_t rounds) {
+  for (size_t p = 0; p < states.size(); ++p) {
+    const PeerRecord& r = rk.rec.peer[p];
+    for (uint32_t k = 0; k < rounds; ++k) {
+      uint64_t* h = rk.hook[p][k];
+      for (int st = 0; st < 4; ++st) h[st] = UINT64_MAX;
+      uint64_t published = UINT64_MAX;
+      for (const StageEntry& e : log) {
+        if (e.state != states[p] || e.t < r.put_begin[k]) continue;
+        const uint64_t at = e.t - r.put_begin[k];
+        if (e.t <= r.put_end[k]) {
+          if (e.stage == RUST_GIN_STAGE_RESERVED && h[0] == UINT64_MAX) h[0] = at;
+          if (e.stage == RUST_GIN_STAGE_PUBLISHED) h[1] = at, published = e.index;
+          if (e.stage == RUST_GIN_STAGE_DOORBELL) h[2] = at;
+        }
+        if (e.stage == RUST_GIN_STAGE_CQE && e.t <= r.put_cqe[k] && published != UINT64_MAX && e.index >= published &&
+            h[3] == UINT64_MAX)
+          h[3] = at;
+      }
+    }
+  }
+}
+#endif
 
 struct Options {
   std::vector<int> gpus{0, 0};
@@ -408,6 +470,12 @@ static void run_rank(Rank& rk, const Options& o, Exchange& ex) {
 #endif
   rk.rec = *rec;
   rk.ran = true;
+  std::vector<const void*> states(n);
+  if (kStageHooks && rk.family == RUST_GIN_FAMILY_MLX5 && rk.n_dci == 0) {
+    std::vector<rust_gin_peer> peers(n);
+    copy_from_device(peers.data(), reinterpret_cast<const void*>(c0.peers), sizeof(rust_gin_peer) * n);
+    for (int p = 0; p < n; ++p) states[p] = reinterpret_cast<const void*>(peers[p].sq.state);
+  }
   bool has = false;
   v.queryLastError(gctx, &has);
   rk.has_error = has;
@@ -422,6 +490,24 @@ static void run_rank(Rank& rk, const Options& o, Exchange& ex) {
   }
   // No rank tears down while a peer may still be writing into its windows.
   const bool all_done = ex.barrier();
+#if defined(RUST_GIN_STAGE_HOOKS)
+  // Every kernel on this GPU has finished: its log is complete.
+  if (all_done && states[0]) {
+    uint32_t used = 0;
+    std::vector<StageEntry> log(kStageLog);
+#if SMOKE_GPU
+    HIP_OK(hipMemcpyFromSymbol(&used, HIP_SYMBOL(g_stage_n), sizeof used, 0, hipMemcpyDeviceToHost));
+    HIP_OK(hipMemcpyFromSymbol(log.data(), HIP_SYMBOL(g_stage_log), sizeof(StageEntry) * kStageLog, 0,
+                               hipMemcpyDeviceToHost));
+#else
+    used = __atomic_load_n(&g_stage_n, __ATOMIC_ACQUIRE);
+    memcpy(log.data(), g_stage_log, sizeof(StageEntry) * kStageLog);
+#endif
+    if (used > kStageLog) SMOKE_FAIL("the stage log overflowed (%u entries): fewer --rounds", used);
+    log.resize(used);
+    attribute_stages(rk, log, states, o.rounds);
+  }
+#endif
   v.deregMrSym(coll, smh);
   v.deregMrSym(coll, dmh);
   v.destroyContext(gctx);
@@ -524,6 +610,10 @@ int main(int argc, char** argv) {
   printf("gin-smoke: x86-64 build on the EMULATED NIC: the kernel body runs on each rank's CPU thread against the "
          "device library's x86-64 build; times are host ns, not a GPU's. NOT a GPU or NIC check.\n");
 #endif
+  printf(kStageHooks ? "gin-smoke: stage hooks ON: the device library was compiled from this tree with "
+                      "RUST_GIN_STAGE_HOOKS, not the archive RCCL links\n"
+                    : "gin-smoke: stage hooks off (the library as RCCL links it): the steps inside rust_gin_put are "
+                      "timed only as a whole; --stage-hooks splits them\n");
   bool loopback = true;
   for (int g : o.gpus) loopback = loopback && g == o.gpus[0];
   Exchange ex;
@@ -585,6 +675,29 @@ int main(int argc, char** argv) {
         ++failures;
       }
       printf("\n");
+      if (kStageHooks && rk.family == RUST_GIN_FAMILY_MLX5 && rk.n_dci == 0) {
+        // Cold (round 0) and the warm median of each stage's time from the call.
+        auto at = [&](int st, uint32_t k) { return rk.hook[p][k][st] == UINT64_MAX ? -1.0 : rk.hook[p][k][st] * rk.tick_ns / 1000.0; };
+        auto warm = [&](int st) {
+          std::vector<double> w;
+          for (uint32_t k = 1; k < R; ++k) w.push_back(at(st, k));
+          std::sort(w.begin(), w.end());
+          return w.empty() ? -1.0 : w[(w.size() - 1) / 2];
+        };
+        bool seen = true;
+        for (uint32_t k = 0; k < R; ++k)
+          for (int st = 0; st < 4; ++st) seen = seen && rk.hook[p][k][st] != UINT64_MAX;
+        printf("gin-smoke: rank %d -> %d inside rust_gin_put (stage hooks), from the call: cold: reserve +%.2f us, "
+               "WQE written +%.2f us, doorbell +%.2f us, CQE +%.2f us", rk.rank, p, at(0, 0), at(1, 0), at(2, 0), at(3, 0));
+        if (R > 1)
+          printf("; warm: reserve +%.2f us, WQE written +%.2f us, doorbell +%.2f us, CQE +%.2f us", warm(0), warm(1),
+                 warm(2), warm(3));
+        if (!seen) {
+          printf(" -- FAIL (a stage hook was not seen for every round)");
+          ++failures;
+        }
+        printf("\n");
+      }
       if (s.staged_status == -1) {
         printf("gin-smoke: rank %d -> %d stages: NOT MEASURED (%s %s: the staged write uses mlx5 RC queues)\n", rk.rank,
                p, family_name(rk.family), rk.n_dci ? "DC" : "RC");

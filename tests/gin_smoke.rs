@@ -52,19 +52,34 @@ fn build_script() -> Command {
     c
 }
 
-/// The x86-64 build, once per test process.
-fn host_smoke() -> &'static Path {
-    static EXE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    EXE.get_or_init(|| {
-        let exe = scratch("host").join("gin-smoke-host");
-        let out = build_script().arg("--host").arg(&exe).output().expect("run scripts/build-gin-smoke.sh");
-        assert!(out.status.success(), "scripts/build-gin-smoke.sh --host failed:\n{}", text(&out));
+/// The x86-64 build, once per test process: as the library is linked into
+/// RCCL, or (`hooks`) with the library's stage hooks compiled in.
+fn host_smoke_of(hooks: bool) -> &'static Path {
+    static PLAIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    static HOOKS: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    (if hooks { &HOOKS } else { &PLAIN }).get_or_init(|| {
+        let exe = scratch(if hooks { "host-hooks" } else { "host" }).join("gin-smoke-host");
+        let mut c = build_script();
+        c.arg("--host");
+        if hooks {
+            c.arg("--stage-hooks");
+        }
+        let out = c.arg(&exe).output().expect("run scripts/build-gin-smoke.sh");
+        assert!(out.status.success(), "scripts/build-gin-smoke.sh --host (hooks: {hooks}) failed:\n{}", text(&out));
         exe
     })
 }
 
+fn host_smoke() -> &'static Path {
+    host_smoke_of(false)
+}
+
 fn run_host(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
-    let mut c = Command::new(host_smoke());
+    run_host_of(false, args, env)
+}
+
+fn run_host_of(hooks: bool, args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+    let mut c = Command::new(host_smoke_of(hooks));
     c.args(args).env("RCCL_RUST_GIN_PROVIDER", "emu").env("RCCL_RUST_GIN_SOCKET_IFNAME", "lo");
     for (k, v) in env {
         c.env(k, v);
@@ -111,6 +126,30 @@ fn the_host_build_puts_signals_and_checks_every_byte_on_the_emulated_nic() {
         }
     }
     assert!(out.contains("gin-smoke: PASS: 2 ranks (one GPU, NIC loopback), 16 puts with signals, 16 staged writes"), "{out}");
+    assert!(out.contains("stage hooks off (the library as RCCL links it)") && !out.contains("inside rust_gin_put (stage hooks)"), "{out}");
+}
+
+#[test]
+fn stage_hooks_split_the_put_into_reserve_wqe_doorbell_and_cqe() {
+    let (code, out) = run_host_of(true, &["--rounds", "3"], &[]);
+    assert_eq!(code, 0, "gin-smoke with stage hooks failed:\n{out}");
+    assert!(out.contains("stage hooks ON") && out.contains("not the archive RCCL links"), "{out}");
+    for from in 0..2 {
+        for to in 0..2 {
+            let line = out
+                .lines()
+                .find(|l| l.starts_with(&format!("gin-smoke: rank {from} -> {to} inside rust_gin_put (stage hooks)")))
+                .unwrap_or_else(|| panic!("no stage-hook line {from} -> {to}:\n{out}"));
+            let (cold, warm) = line.split_once("; warm:").unwrap_or_else(|| panic!("no warm figures: {line}"));
+            for half in [cold, warm] {
+                let t: Vec<f64> = ["reserve +", "WQE written +", "doorbell +", "CQE +"].iter().map(|l| micros(half, l)).collect();
+                assert!(t[0] >= 0.0, "reserve not seen: {line}");
+                assert!(t.windows(2).all(|w| w[0] <= w[1]), "the stages are out of order: {line}");
+            }
+            assert!(!line.contains("FAIL"), "{line}");
+        }
+    }
+    assert!(out.contains("PASS: 2 ranks"), "{out}");
 }
 
 #[test]
@@ -211,6 +250,26 @@ fn the_gpu_build_compiles_and_links_the_device_archive_for_every_target() {
             .filter(|i| isa::store_kind(i) == Some(isa::StoreKind::Bits64) && isa::doorbell_form_error(arch, i).is_none())
             .count();
         assert!(doorbells > 0, "{arch}: the kernel holds no doorbell store of the library's form");
+
+        if arch == targets.split(',').next().unwrap() {
+            // The stage-hook build compiles the library from source instead.
+            let hooked = dir.join(format!("gin-smoke-hooks-{arch}"));
+            let out = build_script()
+                .arg("--stage-hooks")
+                .arg(arch)
+                .arg(&hooked)
+                .env("HIPCC", clang)
+                .env("HIP_FLAGS", &flags)
+                .env("HIP_CFLAGS", &cflags)
+                .env("RUST_GIN_NATIVE_LIBS", format!("-L{}/lib -L/usr/lib/x86_64-linux-gnu -libverbs -lmlx5 -lamdhip64 -lgcc_s -lutil -lrt -lpthread -lm -ldl", rocm.display()))
+                .output()
+                .unwrap();
+            let t = text(&out);
+            assert!(out.status.success(), "{arch}: --stage-hooks build failed:\n{t}");
+            assert!(t.contains("-DRUST_GIN_STAGE_HOOKS") && !t.contains("librccl_rust_gin_device_"), "{arch}: {t}");
+            let run = Command::new(&hooked).output().unwrap();
+            assert_eq!(run.status.code(), Some(2), "{arch}: {}", text(&run));
+        }
 
         // No GPU here: the program must start and say so, not crash.
         let out = Command::new(&exe).output().unwrap();

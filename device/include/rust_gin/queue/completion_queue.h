@@ -9,6 +9,7 @@
 
 #include "rust_gin/abi/mlx5_queue.h"
 #include "rust_gin/core/error.h"
+#include "rust_gin/port/stage.h"
 #include "rust_gin/queue/request.h"
 
 namespace rust_gin {
@@ -57,6 +58,7 @@ class CompletionQueue {
       F::cq_consumed(d_, ci);
       atomic_exchange(&st_->cq_ci, ci, __ATOMIC_RELAXED, Scope::agent);
       atomic_fetch_max(&st_->done, done, __ATOMIC_RELEASE, Scope::agent);
+      RG_STAGE(RUST_GIN_STAGE_CQE, st_, done);
     }
     atomic_exchange(&st_->poll_lock, 0u, __ATOMIC_RELEASE, Scope::agent);
     return status;

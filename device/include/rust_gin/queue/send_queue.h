@@ -28,6 +28,7 @@
 
 #include "rust_gin/core/error.h"
 #include "rust_gin/port/wave.h"
+#include "rust_gin/port/stage.h"
 #include "rust_gin/queue/completion_queue.h"
 #include "rust_gin/queue/request.h"
 
@@ -89,7 +90,9 @@ class SendQueue {
 
   // --- the steps -------------------------------------------------------------
   RG_INLINE uint64_t reserve(uint32_t n) {
-    return atomic_fetch_add(&st_->resv, static_cast<uint64_t>(n), __ATOMIC_RELAXED, Scope::agent);
+    const uint64_t base = atomic_fetch_add(&st_->resv, static_cast<uint64_t>(n), __ATOMIC_RELAXED, Scope::agent);
+    RG_STAGE(RUST_GIN_STAGE_RESERVED, st_, base);
+    return base;
   }
 
   // Waits until WQEBBs [base, base+n) are free. Credit returns only for WQEs
@@ -314,7 +317,9 @@ class SendQueue {
     if (signaled_end) atomic_fetch_max(&st_->last_signaled, signaled_end, __ATOMIC_RELAXED, Scope::agent);
     // Release at agent scope: the ringer's system-scope release that follows
     // its acquire of `ready` carries these WQE stores to the NIC.
-    atomic_fetch_add(&st_->ready, static_cast<uint64_t>(n), __ATOMIC_RELEASE, Scope::agent);
+    const uint64_t before = atomic_fetch_add(&st_->ready, static_cast<uint64_t>(n), __ATOMIC_RELEASE, Scope::agent);
+    RG_STAGE(RUST_GIN_STAGE_PUBLISHED, st_, before + n);
+    (void)before;
 #if defined(RUST_GIN_ISA_FAULT_PATH_NOP) && RG_GPU
     asm volatile("s_nop 0");  // planted: one more instruction on every post's path (tests/isa_path.rs)
 #endif
@@ -343,6 +348,7 @@ class SendQueue {
     const uint64_t r = atomic_load(&st_->resv, __ATOMIC_RELAXED, Scope::agent);
     if (r != atomic_load(&st_->ready, __ATOMIC_RELAXED, Scope::agent)) return false;
     put64(&st_->resv, r + n, __ATOMIC_RELAXED);
+    RG_STAGE(RUST_GIN_STAGE_RESERVED, st_, r);
     *base = r;
     return true;
   }
@@ -352,6 +358,7 @@ class SendQueue {
   RG_INLINE void release_exclusive(uint64_t base, uint32_t n, uint64_t signaled_end) {
     if (signaled_end) put64(&st_->last_signaled, signaled_end, __ATOMIC_RELAXED);
     put64(&st_->ready, base + n, __ATOMIC_RELEASE);
+    RG_STAGE(RUST_GIN_STAGE_PUBLISHED, st_, base + n);
     (void)atomic_fetch_add(&st_->owned_batches, uint64_t{1}, __ATOMIC_RELAXED, Scope::agent);
 #if defined(RUST_GIN_ISA_FAULT_PATH_NOP) && RG_GPU
     asm volatile("s_nop 0");  // planted: one more instruction on every post's path (tests/isa_path.rs)
@@ -380,6 +387,7 @@ class SendQueue {
         // The family's doorbell sequence, with its system-scope releases
         // (WQEs before the doorbell, and before a doorbell record if any).
         F::ring(d_, pi);
+        RG_STAGE(RUST_GIN_STAGE_DOORBELL, st_, pi);
         atomic_exchange(&st_->rung, pi, __ATOMIC_RELAXED, Scope::agent);
         atomic_fetch_add(&st_->doorbells, rings, __ATOMIC_RELAXED, Scope::agent);
       }
