@@ -24,8 +24,10 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// A fresh folder under cargo's target tmp dir: the binaries built here are
+/// large (the debug staticlib), and one place per tag keeps runs from piling up.
 fn scratch(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("rust-gin-smoke-{tag}-{}", std::process::id()));
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("gin-smoke-{tag}"));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
