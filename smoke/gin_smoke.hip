@@ -4,17 +4,19 @@
 // as RCCL would: one rank per entry of --gpus, all in this process, each with
 // init, listen, connect (every rank's handle), createContext and regMrSym.
 // Then one kernel per rank, one thread, calls the device library's C entry
-// points (rust_gin_device.h) on the handle createContext returned:
+// points (rust_gin_device.h) on the handle createContext returned, for
+// --rounds rounds (the first is the cold one):
 //   1. to every rank, itself included: rust_gin_put of --bytes with an
 //      indexed signal, then flush_async + wait (the put's CQE);
 //   2. to every rank, on mlx5 RC: one RDMA WRITE posted in steps through the
 //      library's queue entry points (mlx5/api.h): post_deferred (reserve a
 //      ticket, write the WQE, publish), ring (doorbell), quiet (CQE); then a
 //      signal, which lands after the write (one RC queue per peer, in order);
-//   3. from every rank: wait for both signals, then check every byte.
-// Each step is timed with wall_clock64() around the call; the stages inside
-// rust_gin_put itself are not separable from the kernel, which is why step 2
-// exists. The same source builds two ways (scripts/build-gin-smoke.sh):
+//   3. then from every rank: wait for both signals, check every byte.
+// Each step is timed with wall_clock64() around the call. A kernel sees
+// rust_gin_put as one call; built with --stage-hooks the library reports its
+// ticket, publish, doorbell and CQE poll too (port/stage.h). The same source
+// builds two ways (scripts/build-gin-smoke.sh):
 //   GPU    hipcc, linked with the -fgpu-rdc device archive RCCL links;
 //   host   the system C++ compiler for x86-64: the kernel body runs on each
 //          rank's CPU thread against the library's x86-64 build in
