@@ -60,8 +60,8 @@ fi
 if (( hooks )); then
   gfx=${1:-gfx942}
   out=${2:-gin-smoke}
-  # The flags build/device.rs compiles the archive with (RUST_GIN_FAMILIES:
-  # the NIC family mask, mlx5 = 1), plus the hooks.
+  # The flags build/device.rs compiles the archive with, plus the hooks
+  # (RUST_GIN_FAMILIES: the mask of NIC families, mlx5 = 1, bnxt = 2, ionic = 4).
   archive="${out}.rust_gin_device.o"
   set -x
   "${HIPCC:-hipcc}" -x hip -std=c++17 -O3 -nogpuinc -nogpulib -DRUST_GIN_FAMILIES="${RUST_GIN_FAMILIES:-1}" \
@@ -69,18 +69,18 @@ if (( hooks )); then
     -fgpu-rdc -fPIC -c device/src/rust_gin_device.hip -o "$archive"
   set +x
 else
-root=${1:?usage: $0 <RCCL_HOME|device-dir> [gfx] [output] | --stage-hooks [gfx] [output] | --host [--stage-hooks] [output]}
-gfx=${2:-gfx942}
-out=${3:-gin-smoke}
-archive=""
-for cand in "$root/lib/rust-gin/$gfx/librccl_rust_gin_device_$gfx.a" "$root/$gfx/librccl_rust_gin_device_$gfx.a"; do
-  [[ -f "$cand" ]] && { archive=$cand; break; }
-done
-if [[ -z "$archive" ]]; then
-  echo "build-gin-smoke: no librccl_rust_gin_device_$gfx.a under $root/lib/rust-gin/$gfx/ or $root/$gfx/:" \
-    "build RCCL with ./install.sh --rust-gin --amdgpu_targets=$gfx, or pass target/release/rust-gin-device" >&2
-  exit 1
-fi
+  root=${1:?usage: $0 <RCCL_HOME|device-dir> [gfx] [output] | --stage-hooks [gfx] [output] | --host [--stage-hooks] [output]}
+  gfx=${2:-gfx942}
+  out=${3:-gin-smoke}
+  archive=""
+  for cand in "$root/lib/rust-gin/$gfx/librccl_rust_gin_device_$gfx.a" "$root/$gfx/librccl_rust_gin_device_$gfx.a"; do
+    [[ -f "$cand" ]] && { archive=$cand; break; }
+  done
+  if [[ -z "$archive" ]]; then
+    echo "build-gin-smoke: no librccl_rust_gin_device_$gfx.a under $root/lib/rust-gin/$gfx/ or $root/$gfx/:" \
+      "build RCCL with ./install.sh --rust-gin --amdgpu_targets=$gfx, or pass target/release/rust-gin-device" >&2
+    exit 1
+  fi
 fi
 obj="${out}.o"
 defs=()
