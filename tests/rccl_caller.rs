@@ -528,53 +528,69 @@ fn rccl_strong_signal_covers_every_workgroups_puts() {
     }
 }
 
-/// ncclGinBarrier over the world (NVIDIA/nccl's sync, restated in
-/// rccl_caller.cpp): every rank puts to every peer, then all four run the
-/// barrier three times on one session (the shadows count the rounds). When
-/// the first returns, each rank holds every peer's bytes: a peer's barrier
-/// signal travels behind its puts on the same queue. Seen failing: with the
-/// barrier's signal planted on context 1 (and its wait there), the skewed
-/// reruns (`rccl_cases_again_on_a_nic_that_skews_queues`) failed on the
-/// bytes.
+/// ncclGinBarrier over the world (NCCL's syncInternal, restated in
+/// rccl_caller.cpp), bound to one context and over ncclGinAllContexts, with
+/// the default fence (Put | Get): every rank puts to every peer and gets
+/// from every peer (on context p mod 2 for all contexts), then all four run
+/// the barrier three times on one session (the shadows count the rounds).
+/// When the first returns, each rank holds every peer's put and every get
+/// it issued: a peer's barrier signal travels behind its puts on each
+/// queue, and the Get fence flushes. The tests' READ data lands only when a
+/// flush lands it (RCCL_RUST_GIN_EMU_READ_DELAY_US), so a missing Get fence
+/// fails at once. Seen failing: with the fence planted as Put only, on the
+/// gets ("left the barrier before its get"); with the barrier's signals
+/// planted on context 0 alone under all contexts, on the skewed reruns
+/// (`rccl_cases_again_on_a_nic_that_skews_queues`).
 #[test]
 fn rccl_gin_barrier_orders_every_peers_puts_before_it_returns() {
     const CHUNK: u64 = 16 * 1024;
+    const GETS: u64 = 512 * 1024;
     // Not a THREAD coop: NCCL's loop signals the next peer only after the
     // previous peer's signal arrived, so one thread per rank waits in a
     // circle for more than two ranks (each thread of a larger coop takes
     // one peer at once).
     for (kind, name) in &KINDS[1..] {
-        let (kind, name) = (*kind, *name);
-        let r = Rccl::new(128);
-        workgroups(&r, kind, N, |who| {
-            // THREAD coops: lane 0 is the rank's one caller.
-            if who.poster != 0 {
-                return;
-            }
-            let rank = who.wg;
-            let off = rank as u64 * CHUNK;
-            for p in (0..N).filter(|&p| p != rank) {
-                // SAFETY: the harness over live handles and windows.
-                unsafe {
-                    dev::rust_gin_rccl_put(r.comm(rank), 0, who.coop, p as i32, r.win(p, DST), off, r.win(rank, SRC), off, CHUNK, NONE, -1, 0)
-                };
-            }
-            for round in 0..3 {
-                // SAFETY: as above.
-                let s = unsafe { dev::rust_gin_rccl_gin_barrier(r.comm(rank), 0, who.coop, 32, 0) };
-                waited(&format!("{name}: rank {rank}: ncclGinBarrier round {round}"), s);
-                if round == 0 {
+        for all in [false, true] {
+            let (kind, name) = (*kind, if all { format!("{name}, all contexts") } else { name.to_string() });
+            let r = Rccl::new(128);
+            // SAFETY: a live device handle.
+            let n_ctx = unsafe { (*(r.w.h[0] as *const rust_gin_handle)).n_contexts };
+            assert!(n_ctx >= 2, "two contexts to spread over");
+            let ctx_of = |p: usize| if all { p as u32 % n_ctx } else { 0 };
+            workgroups(&r, kind, N, |who| {
+                let rank = who.wg;
+                let off = rank as u64 * CHUNK;
+                for p in (0..N).filter(|&p| p != rank) {
+                    let (c, pi) = (ctx_of(p), p as i32);
+                    let at = p as u64 * CHUNK;
+                    // SAFETY: the harness over live handles and windows.
+                    unsafe {
+                        dev::rust_gin_rccl_put(r.comm(rank), c, who.coop, pi, r.win(p, DST), off, r.win(rank, SRC), off, CHUNK, NONE, -1, 0);
+                        dev::rust_gin_rccl_get(r.comm(rank), c, who.coop, pi, r.win(p, SRC), at, r.win(rank, DST), GETS + at, CHUNK);
+                    }
+                }
+                let contexts = if all { n_ctx } else { 0 };
+                let fence = RUST_GIN_RCCL_FENCE_PUT | RUST_GIN_RCCL_FENCE_GET;
+                for round in 0..3 {
+                    // SAFETY: as above.
+                    let s = unsafe { dev::rust_gin_rccl_gin_barrier(r.comm(rank), 0, who.coop, 32, 0, contexts, fence) };
+                    waited(&format!("{name}: rank {rank}: ncclGinBarrier round {round}"), s);
+                    if round > 0 {
+                        continue;
+                    }
                     for p in (0..N).filter(|&p| p != rank) {
                         let at = p * CHUNK as usize;
+                        let want = r.w.src_bytes(p, at, CHUNK as usize);
+                        assert!(r.w.dst_bytes(rank, at, CHUNK as usize) == want, "{name}: rank {rank} left the barrier without rank {p}'s put");
                         assert!(
-                            r.w.dst_bytes(rank, at, CHUNK as usize) == r.w.src_bytes(p, at, CHUNK as usize),
-                            "{name}: rank {rank} left the barrier without rank {p}'s put"
+                            r.w.dst_bytes(rank, GETS as usize + at, CHUNK as usize) == want,
+                            "{name}: rank {rank} left the barrier before its get from rank {p} landed"
                         );
                     }
                 }
-            }
-        });
-        r.no_device_error();
+            });
+            r.no_device_error();
+        }
     }
 }
 

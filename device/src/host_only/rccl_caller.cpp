@@ -91,6 +91,15 @@ struct CoopThread {
   NCCL_DEVICE_INLINE void sync() const {}
 };
 
+// The end of a divergent branch inside a method, where a wave's lanes meet
+// again without a coop sync (a loop's exit).
+void reconverge() {
+  if (in_wave()) {
+    rust_gin_ls_region_end(__FILE__, __LINE__);
+    rust_gin_ls_region_begin(1, __FILE__, __LINE__);
+  }
+}
+
 // Every method runs as one lockstep region, so that Coop::sync can end and
 // restart it (and lanes reconverge at the method's end).
 struct Method {
@@ -521,44 +530,74 @@ int rust_gin_rccl_wait_signal_follow_shadow(const rust_gin_rccl_comm* comm, uint
   return aborted ? RUST_GIN_RCCL_LEFT_BY_ABORT : ncclSuccess;
 }
 
-// ncclGinBarrierSession<Coop>::sync over a team of the whole world, as
-// NVIDIA/nccl implements it (src/include/nccl_device/impl/gin_barrier__funcs.h
-// at 51c58fd6, sync()): the pinned RCCL declares the session and
-// ncclGinBarrier (nccl_device/gin_barrier.h:48-101) but its snapshot holds no
-// implementation file, and RCCL syncs this one from NCCL. The session's
-// signals are handle.signal0 + index * nRanks (its constructor); each thread
-// of the coop takes a share of the peers, rotating from rank + 1 to avoid hot
-// spots: signal(peer, SignalInc{signal + rank}) as one thread with the
-// default strength, bump the shadow of the peer's signal, and wait for the
-// peer's signal to reach it (32 bits, acquire).
+// ncclGinBarrierSession<Coop>::sync over a team of the whole world
+// (syncInternal<false>), in the version the pinned RCCL's
+// nccl_device/gin_barrier.h:23-101 declares (ncclGinFenceLevel,
+// ncclGinAllContexts): the pinned snapshot holds no implementation file, and
+// this one is NCCL's impl/gin_barrier__funcs.h as RCCL syncs it (its
+// NVIDIA/nccl snapshot here, 51c58fd6, is the older sync without fences;
+// the fenced one was read from a public mirror of NCCL 2.30's tree).
+// The session's signals are signal0 + index * nRanks; `contexts` 0 binds it
+// to `context`, k > 0 is ncclGinAllContexts over contexts 0..k-1 (signal on
+// each, as puts and signals on different queues are not ordered). With the
+// Put fence every rank signals itself too; with the Get fence a flush
+// follows, per (context, peer) when all contexts are fenced.
 int rust_gin_rccl_gin_barrier(const rust_gin_rccl_comm* comm, uint32_t context, rust_gin_rccl_coop c,
-                              uint32_t signal0, uint32_t index) {
+                              uint32_t signal0, uint32_t index, uint32_t contexts, uint32_t fence) {
   Method m;
-  Gin gin(*comm, static_cast<int>(context));
+  Gin gin(*comm, contexts ? 0 : static_cast<int>(context));
   Coop coop{c};
   const int n = comm->n_ranks;
   const int rank = comm->rank;
   const uint32_t signal = signal0 + index * static_cast<uint32_t>(n);
   int ret = ncclSuccess;
   bool aborted = false;
-  coop.sync();
-  for (int i = coop.thread_rank(); i < n - 1; i += coop.size()) {
-    int peer = 1 + rank + i;
-    if (n <= peer) peer -= n;
+  // signalAndWait: SignalInc{signal + rank} to `peer` as one thread with
+  // the default strength, bump the shadow of the peer's slot, wait for it.
+  auto signalAndWait = [&](Gin& net, int peer) {
     rust_gin_rccl_action inc{};
     inc.kind = RUST_GIN_RCCL_ACTION_SIGNAL_INC;
     inc.signal = signal + static_cast<uint32_t>(rank);
-    ncclGinCall<ncclGinApi_Put>(gin._makeCtx(), CoopThread(), peer, /*hasWins=*/false, nullptr, 0, nullptr, 0, 0,
-                                gin.descriptor(inc), Gin::signalOp(inc), Gin::signalOpArg(inc),
+    ncclGinCall<ncclGinApi_Put>(net._makeCtx(), CoopThread(), peer, /*hasWins=*/false, nullptr, 0, nullptr, 0, 0,
+                                net.descriptor(inc), Gin::signalOp(inc), Gin::signalOpArg(inc),
                                 /*hasCounter=*/false, 0, false, nullptr, cuda::thread_scope_device,
                                 cuda::thread_scope_thread, 0u);
-    // getSignalShadowPtr: the shadow's low 32 bits, bumped by this thread.
-    uint32_t* shadow = reinterpret_cast<uint32_t*>(gin._signalShadows + signal + peer);
+    uint32_t* shadow = reinterpret_cast<uint32_t*>(net._signalShadows + signal + peer);  // getSignalShadowPtr
     const uint32_t waitVal = ++*shadow;
-    const ncclGinOffsetPtr sig = ncclGinCall<ncclGinApi_GetSignalPtr>(gin._makeCtx(), signal + peer);
+    const ncclGinOffsetPtr sig = ncclGinCall<ncclGinApi_GetSignalPtr>(net._makeCtx(), signal + peer);
     const int r = waitRollingLessEq<false>(sig, waitVal, 32, cuda::memory_order_acquire, comm->abort_flag, 0,
-                                           &aborted, signalProgress(gin._makeCtx(), signal + peer));  // PATCH
+                                           &aborted, signalProgress(net._makeCtx(), signal + peer));  // PATCH
     if (r != ncclSuccess) ret = r;
+  };
+  coop.sync();
+  const int nPeerSigs = (fence & RUST_GIN_RCCL_FENCE_PUT) ? n : n - 1;
+  const int nCtx = contexts ? static_cast<int>(contexts) : 1;
+  for (int i = coop.thread_rank(); i < nCtx * nPeerSigs; i += coop.size()) {
+    const int ctx = i / nPeerSigs;
+    int peer = 1 + rank + (i - ctx * nPeerSigs);
+    if (n <= peer) peer -= n;
+    Gin scratch(*comm, contexts ? ctx : static_cast<int>(context));
+    signalAndWait(scratch, peer);
+  }
+  // A wave reconverges at the loop's exit (structured control flow): lanes
+  // past it wait there for the lanes still signalling and waiting, before any
+  // runs the flush. The model's lanes run ahead unless the region ends here.
+  reconverge();
+  if (fence & RUST_GIN_RCCL_FENCE_GET) {
+    if (contexts) {
+      for (int i = coop.thread_rank(); i < nCtx * n; i += coop.size()) {
+        Gin scratch(*comm, i / n);
+        ncclGinRequest_t req;
+        ncclGinCall<ncclGinApi_FlushAsync>(scratch._makeCtx(), static_cast<uint32_t>(i % n), &req, false, nullptr,
+                                           0u);
+        ncclGinCall<ncclGinApi_Wait>(scratch._makeCtx(), req, false, nullptr, cuda::memory_order_acquire,
+                                     comm->abort_flag);
+      }
+      reconverge();
+    } else {
+      ncclGinCall<ncclGinApi_Flush>(gin._makeCtx(), coop, false, nullptr, cuda::memory_order_acquire,
+                                    comm->abort_flag);
+    }
   }
   coop.sync();
   return aborted ? RUST_GIN_RCCL_LEFT_BY_ABORT : ret;

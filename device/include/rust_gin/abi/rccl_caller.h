@@ -96,9 +96,12 @@ void rust_gin_rccl_put_value(const rust_gin_rccl_comm* comm, uint32_t context, r
                              rust_gin_rccl_action remote);
 void rust_gin_rccl_signal(const rust_gin_rccl_comm* comm, uint32_t context, rust_gin_rccl_coop coop, int32_t peer,
                           rust_gin_rccl_action remote);
-/* ncclGinBarrierSession::sync over the world, signals signal0 + index * nRanks. */
+/* ncclGinBarrierSession::sync over the world, signals signal0 + index * nRanks;
+ * `contexts` 0: bound to `context`; k: ncclGinAllContexts over k contexts;
+ * `fence`: RUST_GIN_RCCL_FENCE_* bits (ncclGinFenceLevel). */
+enum { RUST_GIN_RCCL_FENCE_PUT = 1, RUST_GIN_RCCL_FENCE_GET = 2 };
 int rust_gin_rccl_gin_barrier(const rust_gin_rccl_comm* comm, uint32_t context, rust_gin_rccl_coop coop,
-                              uint32_t signal0, uint32_t index);
+                              uint32_t signal0, uint32_t index, uint32_t contexts, uint32_t fence);
 void rust_gin_rccl_get(const rust_gin_rccl_comm* comm, uint32_t context, rust_gin_rccl_coop coop, int32_t peer,
                        const rust_gin_rccl_window* remote, uint64_t remote_off, const rust_gin_rccl_window* local,
                        uint64_t local_off, uint64_t bytes);
