@@ -178,10 +178,26 @@ fn map_pages(pages: usize) -> *mut u8 {
     p as *mut u8
 }
 
+/// Takes the pages away from under the registration: an inaccessible
+/// mapping replaces them in place (MAP_FIXED, PROT_NONE), so that no later
+/// allocation of the process (the next queue's rings) can land at the same
+/// address and make the stale registration reach live memory, as a plain
+/// munmap let it (the case then passed or failed with the allocator's
+/// choices: "put: quiet gave Ok(())").
 fn unmap(p: *mut u8, pages: usize) {
-    // SAFETY: unmapping (part of) a mapping of ours that nothing in Rust
+    // SAFETY: replacing (part of) a mapping of ours that nothing in Rust
     // references; only the emulated NIC still has it registered.
-    assert_eq!(unsafe { libc::munmap(p as *mut libc::c_void, pages * 4096) }, 0);
+    let q = unsafe {
+        libc::mmap(
+            p as *mut libc::c_void,
+            pages * 4096,
+            libc::PROT_NONE,
+            libc::MAP_FIXED | libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    assert_eq!(q, p as *mut libc::c_void, "the inaccessible mapping took the pages' place");
 }
 
 /// The cases, run one child each: (name, the syndrome its request ends with).
