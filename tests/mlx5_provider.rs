@@ -711,6 +711,24 @@ fn access_flags_map_to_verbs() {
     assert_eq!(verbs_access(Access::REMOTE_READ | Access::REMOTE_WRITE), 7);
 }
 
+/// The ordering contract of signals (a VA signal's atomic, a slot write)
+/// behind their data rests on PCIe keeping the NIC's writes in order: no
+/// registration may ask for IBV_ACCESS_RELAXED_ORDERING, under which the
+/// data's writes could pass the signal's on their way to GPU memory
+/// (docs/architecture.md, "Contract"). Seen failing: with the flag added to
+/// REMOTE_WRITE's mapping.
+#[test]
+fn no_registration_asks_for_relaxed_ordering() {
+    let relaxed = rdma_sys::ibv_access_flags::IBV_ACCESS_RELAXED_ORDERING.0 as i32;
+    assert_eq!(relaxed, 1 << 20, "verbs.h: IBV_ACCESS_OPTIONAL_FIRST");
+    for bits in 0..16u32 {
+        let a = Access::from_bits(bits).expect("four access bits");
+        let v = verbs_access(a);
+        assert_eq!(v & relaxed, 0, "{a:?} asks for relaxed ordering: {v:#x}");
+        assert_eq!(v & !0xf, 0, "{a:?} asks for an optional access flag: {v:#x}");
+    }
+}
+
 #[test]
 fn flow_label_and_udp_port_follow_the_kernel() {
     // rdma_calc_flow_label and rdma_flow_label_to_udp_sport
