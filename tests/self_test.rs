@@ -143,3 +143,37 @@ fn init_refuses_a_node_whose_nic_fails_the_self_test() {
     let (r, _) = init_with(p, "none");
     assert_eq!(r, OK);
 }
+
+/// The command a person runs (docs/bring-up.md, stage 1): every family's
+/// emulated NIC passes every step, and each planted fault fails the step
+/// that meets it, named in the FAILED line and the init line, exit status 1.
+#[test]
+fn gin_caps_self_test_prints_every_step_and_names_the_failing_one() {
+    let run = |family: &str, fault: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gin-caps"))
+            .args(["--host", "--self-test"])
+            .env("RCCL_RUST_GIN_PROVIDER", "emu")
+            .env("RCCL_RUST_GIN_EMU_FAMILY", family)
+            .env("RCCL_RUST_GIN_SIGNAL_MODE", "atomic")
+            .env("RCCL_RUST_GIN_EMU_FAULT", fault)
+            .output()
+            .expect("run gin-caps");
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    for family in ["mlx5", "bnxt_re", "ionic"] {
+        let (code, text) = run(family, "none");
+        assert_eq!(code, Some(0), "{family}:\n{text}");
+        let ok: Vec<_> = text.lines().filter(|l| l.starts_with("self-test ") && l.contains(": ok: ")).collect();
+        assert_eq!(ok.len(), 6, "{family}: six steps ok:\n{text}");
+        assert!(ok.iter().all(|l| l.contains(&format!("({family}, signals as "))), "{family}:\n{text}");
+    }
+    for fault in PlantedFault::ALL {
+        let (step, _) = expected(fault);
+        let (code, text) = run("mlx5", fault.name());
+        assert_eq!(code, Some(1), "{}:\n{text}", fault.name());
+        let failed: Vec<_> = text.lines().filter(|l| l.contains(": FAILED: ")).collect();
+        assert_eq!(failed.len(), 1, "{}: one failed step:\n{text}", fault.name());
+        assert!(failed[0].contains(&format!("): {}: FAILED: ", step.name())), "{}:\n{text}", fault.name());
+        assert!(text.contains(&format!("step {}: ", step.name())) && text.contains("GIN is not offered"), "{text}");
+    }
+}
