@@ -98,6 +98,13 @@ fn micros(line: &str, label: &str) -> f64 {
     line[at..].trim_start().split(' ').next().unwrap().parse().unwrap_or_else(|e| panic!("{label} in {line}: {e}"))
 }
 
+/// The line of `out` that starts with `prefix`, and its cold and warm halves.
+fn cold_warm<'a>(out: &'a str, prefix: &str) -> (&'a str, &'a str, &'a str) {
+    let line = out.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("no line {prefix:?}:\n{out}"));
+    let (cold, warm) = line.split_once("; warm:").unwrap_or_else(|| panic!("no warm figures: {line}"));
+    (line, cold, warm)
+}
+
 #[test]
 fn the_host_build_puts_signals_and_checks_every_byte_on_the_emulated_nic() {
     let (code, out) = run_host(&["--bytes", "8192", "--rounds", "4"], &[]);
@@ -105,20 +112,13 @@ fn the_host_build_puts_signals_and_checks_every_byte_on_the_emulated_nic() {
     assert!(out.contains("x86-64 build on the EMULATED NIC") && out.contains("NOT a GPU or NIC check"), "{out}");
     for from in 0..2 {
         for to in 0..2 {
-            let put = out
-                .lines()
-                .find(|l| l.starts_with(&format!("gin-smoke: rank {from} -> {to} put+signal 8192 B x4: cold:")))
-                .unwrap_or_else(|| panic!("no put line {from} -> {to}:\n{out}"));
+            let (put, cold, warm) = cold_warm(&out, &format!("gin-smoke: rank {from} -> {to} put+signal 8192 B x4: cold:"));
             assert!(put.contains("signals seen") && put.ends_with("bytes ok"), "{put}");
-            let (cold, warm) = put.split_once("; warm:").unwrap_or_else(|| panic!("no warm figures: {put}"));
             for half in [cold, warm] {
                 assert!(micros(half, "CQE") >= micros(half, "posted"), "the CQE came before the post returned: {put}");
             }
-            let st = out
-                .lines()
-                .find(|l| l.starts_with(&format!("gin-smoke: rank {from} -> {to} stages (RDMA WRITE 8192 B x4): cold:")))
-                .unwrap_or_else(|| panic!("no stage line {from} -> {to}:\n{out}"));
-            let (cold, warm) = st.split_once("; warm:").unwrap_or_else(|| panic!("no warm figures: {st}"));
+            let (st, cold, warm) =
+                cold_warm(&out, &format!("gin-smoke: rank {from} -> {to} stages (RDMA WRITE 8192 B x4): cold:"));
             for half in [cold, warm] {
                 for label in ["reserve+WQE written", "doorbell", "CQE"] {
                     assert!(micros(half, label) >= 0.0, "{label} not measured: {st}");
@@ -138,11 +138,8 @@ fn stage_hooks_split_the_put_into_reserve_wqe_doorbell_and_cqe() {
     assert!(out.contains("stage hooks ON") && out.contains("not the archive RCCL links"), "{out}");
     for from in 0..2 {
         for to in 0..2 {
-            let line = out
-                .lines()
-                .find(|l| l.starts_with(&format!("gin-smoke: rank {from} -> {to} inside rust_gin_put (stage hooks)")))
-                .unwrap_or_else(|| panic!("no stage-hook line {from} -> {to}:\n{out}"));
-            let (cold, warm) = line.split_once("; warm:").unwrap_or_else(|| panic!("no warm figures: {line}"));
+            let (line, cold, warm) =
+                cold_warm(&out, &format!("gin-smoke: rank {from} -> {to} inside rust_gin_put (stage hooks)"));
             for half in [cold, warm] {
                 let t: Vec<f64> = ["reserve +", "WQE written +", "doorbell +", "CQE +"].iter().map(|l| micros(half, l)).collect();
                 assert!(t[0] >= 0.0, "reserve not seen: {line}");
