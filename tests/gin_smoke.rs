@@ -206,18 +206,21 @@ fn the_gpu_build_compiles_and_links_the_device_archive_for_every_target() {
     }
     let dir = scratch("gpu");
     let targets = need(option_env!("RUST_GIN_GPU_TARGETS"), "RUST_GIN_GPU_TARGETS");
-    for arch in targets.split(',') {
-        let exe = dir.join(format!("gin-smoke-{arch}"));
-        let out = build_script()
-            .arg(device_dir)
-            .arg(arch)
-            .arg(&exe)
+    let native_libs = format!("-L{}/lib -L/usr/lib/x86_64-linux-gnu -libverbs -lmlx5 -lamdhip64 -lgcc_s -lutil -lrt -lpthread -lm -ldl", rocm.display());
+    // scripts/build-gin-smoke.sh with `args`, through clang 22 and these flags.
+    let gpu_build = |args: &[&std::ffi::OsStr]| {
+        build_script()
+            .args(args)
             .env("HIPCC", clang)
             .env("HIP_FLAGS", &flags)
             .env("HIP_CFLAGS", &cflags)
-            .env("RUST_GIN_NATIVE_LIBS", format!("-L{}/lib -L/usr/lib/x86_64-linux-gnu -libverbs -lmlx5 -lamdhip64 -lgcc_s -lutil -lrt -lpthread -lm -ldl", rocm.display()))
+            .env("RUST_GIN_NATIVE_LIBS", &native_libs)
             .output()
-            .unwrap();
+            .unwrap()
+    };
+    for arch in targets.split(',') {
+        let exe = dir.join(format!("gin-smoke-{arch}"));
+        let out = gpu_build(&[device_dir.as_ref(), arch.as_ref(), exe.as_os_str()]);
         assert!(out.status.success(), "{arch}: scripts/build-gin-smoke.sh failed:\n{}", text(&out));
         let args = text(&out);
         assert!(args.contains(&format!("librccl_rust_gin_device_{arch}.a")), "{arch}: the archive is not linked:\n{args}");
@@ -253,16 +256,7 @@ fn the_gpu_build_compiles_and_links_the_device_archive_for_every_target() {
         if arch == targets.split(',').next().unwrap() {
             // The stage-hook build compiles the library from source instead.
             let hooked = dir.join(format!("gin-smoke-hooks-{arch}"));
-            let out = build_script()
-                .arg("--stage-hooks")
-                .arg(arch)
-                .arg(&hooked)
-                .env("HIPCC", clang)
-                .env("HIP_FLAGS", &flags)
-                .env("HIP_CFLAGS", &cflags)
-                .env("RUST_GIN_NATIVE_LIBS", format!("-L{}/lib -L/usr/lib/x86_64-linux-gnu -libverbs -lmlx5 -lamdhip64 -lgcc_s -lutil -lrt -lpthread -lm -ldl", rocm.display()))
-                .output()
-                .unwrap();
+            let out = gpu_build(&["--stage-hooks".as_ref(), arch.as_ref(), hooked.as_os_str()]);
             let t = text(&out);
             assert!(out.status.success(), "{arch}: --stage-hooks build failed:\n{t}");
             assert!(t.contains("-DRUST_GIN_STAGE_HOOKS") && !t.contains("librccl_rust_gin_device_"), "{arch}: {t}");
